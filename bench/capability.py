@@ -1,0 +1,100 @@
+"""Which device and precision combinations the hardware can run, and why not (pure rules).
+
+Sources (``shared/design/measurement.md`` rule 9): fp16 tensor cores need compute capability
+>= 7.0, bf16 and TF32 >= 8.0; on a CPU bf16 is only worth measuring where it is native
+(avx512_bf16 / amx_bf16); emulated it is slower than fp32 and would publish a misleading
+"loss". fp16 on CPU is not offered (see CPU_FP16_REASON).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+PRECISION_NEEDS_CC = {"fp32": (0, 0), "tf32": (8, 0), "mixed_float16": (7, 0), "mixed_bfloat16": (8, 0)}
+CPU_FLAGS_FOR = {"mixed_bfloat16": ("avx512_bf16", "amx_bf16")}
+# Measured on a Xeon with avx512_fp16 (TF 2.21, smoke MLP): mixed_float16 training ran at 0.01x
+# of fp32 and CNN training at 0.02x: TensorFlow's CPU fp16 kernels are mostly emulated.
+CPU_FP16_REASON = (
+    "mixed_float16 on CPU: TensorFlow's CPU kernels emulate most fp16 ops even where the CPU "
+    "has avx512_fp16 (measured: MLP training at 0.01x of fp32); it would publish a fake loss"
+)
+CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16", "amx_tile")
+
+
+@dataclass(frozen=True)
+class Support:
+    """Whether a combination can run; ``reason`` says why not (empty when supported)."""
+
+    supported: bool
+    reason: str = ""
+
+
+OK = Support(True)
+
+
+def cpu_precision(precision: str, cpu_flags: Iterable[str]) -> Support:
+    """Support of ``precision`` on a CPU with ``cpu_flags`` (as in /proc/cpuinfo)."""
+    flags = set(cpu_flags)
+    if precision == "fp32":
+        return OK
+    if precision == "tf32":
+        return Support(
+            False, "tf32 needs an NVIDIA GPU with compute capability >= 8.0 (a tensor-core math mode; CPUs have none)"
+        )
+    if precision == "mixed_float16":
+        return Support(False, CPU_FP16_REASON)
+    needed = CPU_FLAGS_FOR[precision]
+    if flags.intersection(needed):
+        return OK
+    return Support(
+        False,
+        f"{precision} on this CPU would be emulated (no {' or '.join(needed)} in the CPU flags); "
+        "emulated bf16 runs slower than fp32",
+    )
+
+
+def gpu_precision(precision: str, compute_capability: tuple[int, int] | None, name: str = "") -> Support:
+    """Support of ``precision`` on an NVIDIA GPU of ``compute_capability`` (major, minor)."""
+    if precision == "fp32":
+        return OK
+    if compute_capability is None:
+        return Support(False, f"compute capability of {name or 'the GPU'} is unknown")
+    need = PRECISION_NEEDS_CC[precision]
+    if tuple(compute_capability) >= need:
+        return OK
+    what = {
+        "tf32": "tf32",
+        "mixed_float16": "mixed_float16 (fp16 tensor cores)",
+        "mixed_bfloat16": "mixed_bfloat16 (bf16 tensor cores)",
+    }[precision]
+    cc = ".".join(map(str, compute_capability))
+    return Support(
+        False,
+        f"{what} needs an NVIDIA GPU with compute capability >= {need[0]}.{need[1]}; {name or 'this GPU'} has {cc}",
+    )
+
+
+def device_count(kind: str, count: int, available: int, virtual: bool, no_gpu_reason: str = "") -> Support:
+    """Whether ``count`` devices of ``kind`` exist (``available`` = how many TensorFlow sees)."""
+    if virtual or kind == "cpu":
+        if kind == "gpu" and available < 1:
+            return Support(False, no_gpu_reason or "no NVIDIA GPU visible to TensorFlow")
+        return OK
+    if available < 1:
+        return Support(False, no_gpu_reason or "no NVIDIA GPU visible to TensorFlow")
+    if count > available:
+        return Support(False, f"gpu:{count} needs {count} GPUs; TensorFlow sees {available}")
+    return OK
+
+
+def xla_support(kind: str, count: int, virtual: bool) -> Support:
+    """XLA (jit_compile) support of a device configuration."""
+    if kind == "cpu" and virtual and count > 1:
+        return Support(
+            False,
+            "XLA over several logical CPU devices fails in TensorFlow: every replica is compiled "
+            "for CPU:0 and cannot reach the variables of the others (XLA known issue "
+            "'tf.Variable on a different device')",
+        )
+    return OK

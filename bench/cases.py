@@ -1,0 +1,147 @@
+"""Cases, device configurations and the matrix.
+
+A case is one measurement: a workload in one mode on one device configuration in one
+precision, with or without XLA, at one per-replica batch. Its id is derived from its fields and
+is used everywhere: pytest id, results key, CSV row, report label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, fields
+
+from bench.errors import UserError
+
+MODES = ("train", "infer")
+PRECISIONS = ("fp32", "tf32", "mixed_float16", "mixed_bfloat16")
+DEVICE_KINDS = ("cpu", "gpu")
+XLA_CHOICES = {"off": (False,), "on": (True,), "both": (False, True)}
+
+
+@dataclass(frozen=True, order=True)
+class DeviceConfig:
+    """Where a case runs: ``count`` devices of ``kind`` (logical splits of one if ``virtual``)."""
+
+    kind: str
+    count: int = 1
+    virtual: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in DEVICE_KINDS:
+            raise UserError(f"device kind must be one of {', '.join(DEVICE_KINDS)}; got {self.kind!r}")
+        if self.count < 1:
+            raise UserError(f"device count must be >= 1; got {self.count}")
+        if self.kind == "cpu" and self.count > 1 and not self.virtual:
+            raise UserError("several CPU devices exist only as virtual devices (--virtual-devices N)")
+
+    @property
+    def label(self) -> str:
+        """``cpu``, ``cpu2-virtual``, ``gpu1``, ``gpu4``, ``gpu2-virtual``."""
+        base = "cpu" if self.kind == "cpu" and self.count == 1 else f"{self.kind}{self.count}"
+        return f"{base}-virtual" if self.virtual else base
+
+    @property
+    def spec(self) -> str:
+        """The CLI spelling: ``cpu`` or ``gpu:K`` (with ``v`` appended when virtual)."""
+        s = "cpu" if self.kind == "cpu" and self.count == 1 else f"{self.kind}:{self.count}"
+        return f"{s}v" if self.virtual else s
+
+
+def parse_device_spec(text: str) -> DeviceConfig:
+    """``cpu`` -> one CPU; ``gpu`` or ``gpu:K`` -> K GPUs under MirroredStrategy."""
+    t = text.strip().lower()
+    if t == "cpu":
+        return DeviceConfig("cpu")
+    if t == "gpu":
+        return DeviceConfig("gpu", 1)
+    if t.startswith("gpu:"):
+        try:
+            k = int(t[4:])
+        except ValueError:
+            k = 0
+        if k >= 1:
+            return DeviceConfig("gpu", k)
+    raise UserError(f"device must be 'cpu' or 'gpu:K' with K >= 1; got {text!r}")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One measurement. ``per_replica_batch`` is fixed; the global batch grows with replicas."""
+
+    workload: str
+    mode: str
+    device_kind: str
+    device_count: int
+    virtual: bool
+    precision: str
+    xla: bool
+    per_replica_batch: int
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise UserError(f"mode must be one of {', '.join(MODES)}; got {self.mode!r}")
+        if self.precision not in PRECISIONS:
+            raise UserError(f"precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}")
+        if self.per_replica_batch < 1:
+            raise UserError(f"batch size must be a positive integer; got {self.per_replica_batch}")
+        DeviceConfig(self.device_kind, self.device_count, self.virtual)  # validates
+
+    @property
+    def device(self) -> DeviceConfig:
+        """The device configuration of this case."""
+        return DeviceConfig(self.device_kind, self.device_count, self.virtual)
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per step over all replicas (weak scaling)."""
+        return self.per_replica_batch * self.device_count
+
+    @property
+    def id(self) -> str:
+        """E.g. ``cnn-train-gpu2-mixed_bfloat16-xla-b64``, ``mlp-infer-cpu2-virtual-fp32-b64``."""
+        xla = "-xla" if self.xla else ""
+        return f"{self.workload}-{self.mode}-{self.device.label}-{self.precision}{xla}-b{self.per_replica_batch}"
+
+    def to_dict(self) -> dict:
+        """The case's fields, as stored in results."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Case:
+        """Inverse of :meth:`to_dict`; extra keys are ignored."""
+        return cls(**{f.name: d[f.name] for f in fields(cls)})
+
+
+def expand(
+    workloads: Sequence[str],
+    modes: Sequence[str],
+    devices: Sequence[DeviceConfig],
+    precisions: Sequence[str],
+    xla: Iterable[bool],
+    batch_of: dict[str, int],
+    latency_batch1: bool = False,
+) -> list[Case]:
+    """The matrix: workloads x modes x devices x precisions x xla, in that nesting order.
+
+    ``batch_of`` maps workload -> per-replica batch. With ``latency_batch1`` each workload,
+    device and precision also gets a batch-1 inference case (real-time latency).
+    """
+    xla = tuple(xla)
+    out: list[Case] = []
+    for w in workloads:
+        for mode in modes:
+            batches = [batch_of[w]]
+            if mode == "infer" and latency_batch1 and batch_of[w] != 1:
+                batches.append(1)
+            for dev in devices:
+                for p in precisions:
+                    for x in xla:
+                        for b in batches:
+                            out.append(Case(w, mode, dev.kind, dev.count, dev.virtual, p, x, b))
+    seen: set[str] = set()
+    unique = []
+    for c in out:
+        if c.id not in seen:
+            seen.add(c.id)
+            unique.append(c)
+    return unique

@@ -1,0 +1,220 @@
+"""``accelbench``: run, devices, export, report. The only place that prints user errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from bench import __version__
+from bench.errors import UserError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
+        raise UserError(f"{message} (see '{self.prog} --help')")
+
+
+def _list(text: str) -> tuple[str, ...]:
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line."""
+    p = _Parser(prog="accelbench", description="CPU vs GPU vs multi-GPU vs mixed precision, measured right.")
+    p.add_argument("--version", action="version", version=f"accelbench {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    r = sub.add_parser("run", help="run the benchmark matrix")
+    r.add_argument("--profile", default="standard", help="smoke | standard (default) | large")
+    r.add_argument("--workloads", type=_list, default=None, help="comma list of mlp, cnn, transformer (default all)")
+    r.add_argument("--modes", type=_list, default=None, help="comma list of train, infer (default both)")
+    r.add_argument("--devices", type=_list, default=("auto",), help="auto (default) or a comma list of cpu, gpu:K")
+    r.add_argument(
+        "--precisions",
+        type=_list,
+        default=("auto",),
+        help="auto (default: all four) or a comma list of fp32, tf32, mixed_float16, mixed_bfloat16",
+    )
+    r.add_argument("--xla", default="off", help="off (default) | on | both")
+    r.add_argument("--batch-size", type=_positive_int, default=None, help="per-replica batch (overrides the profile)")
+    r.add_argument(
+        "--virtual-devices",
+        type=_nonneg_int,
+        default=0,
+        metavar="N",
+        help="split the first device (GPU, else CPU) into N logical devices for multi-device cases",
+    )
+    r.add_argument("--results-dir", default="results", help="folder of results files (default results/)")
+    r.add_argument("--resume", metavar="RUN_ID", help="run only the cases missing from results/RUN_ID.json")
+    r.add_argument("-k", dest="keyword", default="", help="pytest -k expression over case ids")
+    r.add_argument("--sampler-interval", type=float, default=0.1, help="telemetry sampling interval, s (>= 0.1)")
+    r.add_argument("--no-sampler", action="store_true", help="no background telemetry sampling")
+    r.add_argument("--no-report", action="store_true", help="do not write the HTML/Markdown report")
+    r.add_argument("--reports-dir", default="reports", help="folder of reports (default reports/)")
+
+    d = sub.add_parser("devices", help="what was found, where TensorFlow computes, what each precision needs")
+    d.add_argument("--json", action="store_true", help="machine-readable output")
+
+    e = sub.add_parser("export", help="the tidy one-row-per-case table")
+    e.add_argument("file", help="results JSON")
+    e.add_argument("--format", default="csv", help="csv (default)")
+    e.add_argument("-o", "--output", help="write here instead of stdout")
+
+    rep = sub.add_parser("report", help="HTML + Markdown report and console table from results files")
+    rep.add_argument("files", nargs="+", help="results JSON files (several appear side by side)")
+    rep.add_argument("--baseline", help="results JSON to compare against")
+    rep.add_argument("--out", help="output folder (default reports/<run-id>/)")
+    rep.add_argument(
+        "--fail-on-regression",
+        type=float,
+        metavar="PCT",
+        default=None,
+        help="exit 1 if any case regressed by more than PCT percent",
+    )
+    return p
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    """``accelbench run``."""
+    from tqdm import tqdm
+
+    from bench import devices, storage
+    from bench.planning import RunOptions
+    from bench.report import analysis, console
+    from bench.runner import Run
+    from workloads import MODES, WORKLOADS
+
+    opts = RunOptions(
+        profile=a.profile,
+        workloads=a.workloads or tuple(WORKLOADS),
+        modes=a.modes or MODES,
+        devices=a.devices,
+        precisions=a.precisions,
+        xla=a.xla,
+        batch_size=a.batch_size,
+        virtual_devices=a.virtual_devices,
+        keyword=a.keyword,
+        sampler_interval_s=a.sampler_interval,
+        sampler=not a.no_sampler,
+    )
+    if a.resume:
+        from bench.runner import results_path
+
+        storage.load(results_path(a.results_dir, a.resume))  # fail fast, before TensorFlow starts
+    machine = devices.discover()
+
+    def progress(total: int):
+        return tqdm(total=total, desc="cases", unit="case", file=sys.stderr, dynamic_ncols=True)
+
+    run = Run(opts, machine, a.results_dir, sys.argv[1:], resume=a.resume, progress=progress)
+    print(
+        f"accelbench run {run.run_id}: {len(run.plan)} cases "
+        f"({sum(1 for _, s in run.plan if not s.supported)} unsupported), results -> {run.path}",
+        file=sys.stderr,
+    )
+    path = run.execute()
+    doc = storage.load(path)
+    print(console.table(analysis.load_run(doc)))
+    print(f"\nresults: {path}")
+    if not a.no_report:
+        from bench.report.render import render
+
+        out = render([doc], out_dir=Path(a.reports_dir) / run.run_id)
+        print(f"report: {out / 'index.html'}")
+    return 0
+
+
+def cmd_devices(a: argparse.Namespace) -> int:
+    """``accelbench devices``."""
+    from bench import devices
+    from bench.report.devices_text import describe
+
+    machine = devices.discover(check=True)
+    if a.json:
+        print(json.dumps({**machine.to_dict(), "placement": machine.tf.get("placement", [])}, indent=1))
+    else:
+        print(describe(machine))
+    return 0
+
+
+def cmd_export(a: argparse.Namespace) -> int:
+    """``accelbench export``."""
+    from bench import storage
+
+    if a.format != "csv":
+        raise UserError(f"--format must be csv; got {a.format!r}")
+    doc = storage.load(a.file)
+    import pandas as pd
+
+    frame = pd.DataFrame(storage.tidy_rows(doc), columns=storage.COLUMNS)
+    text = frame.to_csv(index=False)
+    if a.output:
+        Path(a.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    """``accelbench report``."""
+    from bench import storage
+    from bench.report import analysis, console
+    from bench.report.render import regressions, render
+
+    if a.fail_on_regression is not None and a.fail_on_regression <= 0:
+        raise UserError(f"--fail-on-regression takes a positive percentage; got {a.fail_on_regression}")
+    docs = [storage.load(f) for f in a.files]
+    base = storage.load(a.baseline) if a.baseline else None
+    threshold = (a.fail_on_regression or 5.0) / 100.0
+    out_dir = Path(a.out) if a.out else Path("reports") / docs[0]["run"]["id"]
+    out = render(docs, out_dir=out_dir, baseline=base, threshold=threshold)
+    for d in docs:
+        print(console.table(analysis.load_run(d)))
+    print(f"\nreport: {out / 'index.html'}")
+    if base is not None and a.fail_on_regression is not None:
+        bad = regressions(docs[0], base, threshold)
+        if bad:
+            print(
+                f"regressions beyond {a.fail_on_regression:g}%: "
+                + ", ".join(f"{cid} ({(r - 1) * 100:+.1f}%)" for cid, r in bad),
+                file=sys.stderr,
+            )
+            return 1
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "devices": cmd_devices, "export": cmd_export, "report": cmd_report}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; user errors are one line on stderr with exit code 2."""
+    try:
+        a = parser().parse_args(argv)
+        return COMMANDS[a.command](a)
+    except UserError as e:
+        print(f"accelbench: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("accelbench: interrupted; finished cases are saved", file=sys.stderr)
+        return 130

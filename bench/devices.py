@@ -1,0 +1,142 @@
+"""What the machine has: the CPU, NVIDIA GPUs (NVML) and what TensorFlow sees (in a child)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from bench.capability import CPU_FLAGS_OF_INTEREST
+from bench.errors import UserError
+from bench.telemetry import gpus as nvml
+from bench.telemetry.host import Rapl
+
+
+@dataclass(frozen=True)
+class CPUInfo:
+    """The host CPU; ``flags`` holds the ones that decide precision support."""
+
+    model: str
+    logical_cores: int
+    physical_cores: int | None
+    affinity_cores: int
+    flags: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict."""
+        return {
+            "model": self.model,
+            "logical_cores": self.logical_cores,
+            "physical_cores": self.physical_cores,
+            "affinity_cores": self.affinity_cores,
+            "flags": list(self.flags),
+        }
+
+
+def cpu_info(cpuinfo: str | Path = "/proc/cpuinfo") -> CPUInfo:
+    """Read the CPU model and the flags of interest."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path(cpuinfo).read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "model name":
+                model = value.strip()
+            elif key == "flags":
+                flags.update(value.split())
+    except OSError:
+        pass
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = os.cpu_count() or 1
+    return CPUInfo(
+        model=model,
+        logical_cores=os.cpu_count() or 1,
+        physical_cores=psutil.cpu_count(logical=False),
+        affinity_cores=affinity,
+        flags=tuple(f for f in CPU_FLAGS_OF_INTEREST if f in flags),
+    )
+
+
+@dataclass
+class Machine:
+    """Everything the planner needs to decide what can run, and the results' machine block."""
+
+    cpu: CPUInfo
+    nvml: nvml.Discovery
+    tf: dict = field(default_factory=dict)
+
+    @property
+    def tf_gpu_count(self) -> int:
+        """GPUs TensorFlow sees."""
+        return len(self.tf.get("gpus", []))
+
+    def gpu_compute_capability(self, count: int) -> tuple[int, int] | None:
+        """The lowest compute capability among the first ``count`` TensorFlow GPUs."""
+        ccs = [tuple(g["compute_capability"]) for g in self.tf.get("gpus", [])[:count] if g.get("compute_capability")]
+        return min(ccs) if ccs and len(ccs) == min(count, self.tf_gpu_count) else None  # type: ignore[return-value]
+
+    def gpu_name(self) -> str:
+        """Name of TensorFlow's first GPU."""
+        g = self.tf.get("gpus", [])
+        return g[0]["name"] if g else ""
+
+    def no_gpu_reason(self) -> str:
+        """One line: why TensorFlow has no GPU here."""
+        seen = len(self.nvml.gpus)
+        if self.tf_gpu_count:
+            return ""
+        if seen and not self.tf.get("built_with_cuda", False):
+            return f"NVML sees {seen} GPU(s) but this TensorFlow build has no CUDA support (pip install 'accelbench[cuda]')"
+        if seen:
+            return f"NVML sees {seen} GPU(s) but TensorFlow found none: CUDA libraries not found (pip install 'accelbench[cuda]')"
+        if self.nvml.reason == "NVIDIA driver not loaded":
+            return "no NVIDIA GPU visible to TensorFlow: the NVIDIA driver is not loaded"
+        if Path("/dev/nvidia0").exists():
+            return f"no NVIDIA GPU visible to TensorFlow: /dev/nvidia0 exists but NVML says {self.nvml.reason}"
+        return "no NVIDIA GPU on this machine (no driver, NVML: " + (self.nvml.reason or "0 GPUs") + ")"
+
+    def to_dict(self) -> dict:
+        """The accelbench part of the results' machine_info."""
+        return {
+            "cpu": self.cpu.to_dict(),
+            "gpus": [g.to_dict() for g in self.nvml.gpus],
+            "nvml": {k: v for k, v in self.nvml.to_dict().items() if k != "gpus"},
+            "driver_version": self.nvml.driver_version,
+            "cuda_driver_version": self.nvml.cuda_driver_version,
+            "tensorflow": self.tf.get("tensorflow"),
+            "keras": self.tf.get("keras"),
+            "cuda_build": self.tf.get("cuda_build"),
+            "cudnn_build": self.tf.get("cudnn_build"),
+            "tf_gpus": self.tf.get("gpus", []),
+            "no_gpu_reason": self.no_gpu_reason(),
+            "rapl": Rapl().reason or "available",
+        }
+
+
+def tf_probe(check: bool = False, timeout_s: float = 300.0) -> dict:
+    """Ask a child Python process what TensorFlow sees (and with ``check`` where it computes)."""
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "probe.json"
+        cmd = [sys.executable, "-m", "bench.tfprobe", str(out)] + (["--check"] if check else [])
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"TensorFlow did not start within {timeout_s:.0f} s") from None
+        if proc.returncode != 0 or not out.exists():
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise UserError(f"TensorFlow failed to start: {last}")
+        return json.loads(out.read_text())
+
+
+def discover(check: bool = False) -> Machine:
+    """CPU, NVML and TensorFlow's view, without initialising TensorFlow in this process."""
+    return Machine(cpu=cpu_info(), nvml=nvml.discover(), tf=tf_probe(check))

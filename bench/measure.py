@@ -1,0 +1,315 @@
+"""Measuring one case in TensorFlow: compile, warm up, calibrate, timed rounds, telemetry.
+
+Rules from ``shared/design/measurement.md``: the first call is ``compile_s`` and stays out of
+the steady state; warm-up uses the timed shapes; a round is K steps closed by one device sync
+(never a sync per step inside the timed block); throughput is global samples of a round over
+its wall time; synthetic data sits on the devices; TF32 is set explicitly per precision.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bench import stats
+from bench.cases import Case, DeviceConfig
+from bench.profiles import Timing
+from workloads import WORKLOADS
+
+
+class PlacementError(RuntimeError):
+    """Variables or compute are not on the devices the case asked for."""
+
+
+class NumericsError(RuntimeError):
+    """The loss was not finite after the timed rounds."""
+
+
+def configure_devices(device: DeviceConfig) -> list[str]:
+    """Make exactly the case's devices visible (before TensorFlow initialises); their names.
+
+    Virtual configurations split the first device into ``count`` logical devices (sharing its
+    silicon: correctness of the multi-device path, never scaling).
+    """
+    gpus = tf.config.list_physical_devices("GPU")
+    if device.kind == "cpu":
+        tf.config.set_visible_devices([], "GPU")
+        if device.count > 1:
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * device.count)
+        return [f"/device:CPU:{i}" for i in range(device.count)]
+    if device.virtual:
+        tf.config.set_visible_devices(gpus[:1], "GPU")
+        total_mb = (tf.config.experimental.get_device_details(gpus[0]).get("memory_limit") or 0) // 2**20
+        limit = int(total_mb * 0.9 / device.count) if total_mb else 2048
+        tf.config.set_logical_device_configuration(
+            gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=limit)] * device.count
+        )
+    else:
+        tf.config.set_visible_devices(gpus[: device.count], "GPU")
+        for g in gpus[: device.count]:
+            tf.config.experimental.set_memory_growth(g, True)
+    return [f"/device:GPU:{i}" for i in range(device.count)]
+
+
+def make_strategy(device: DeviceConfig, names: Sequence[str]) -> tuple[tf.distribute.Strategy, str]:
+    """OneDeviceStrategy for one device, MirroredStrategy (weak scaling) for several."""
+    if len(names) == 1:
+        return tf.distribute.OneDeviceStrategy(names[0]), "none (1 replica)"
+    if device.kind == "gpu" and not device.virtual:
+        ops: Any = tf.distribute.NcclAllReduce()
+    else:
+        ops = tf.distribute.ReductionToOneDevice(reduce_to_device=names[0])
+    return tf.distribute.MirroredStrategy(devices=list(names), cross_device_ops=ops), type(ops).__name__
+
+
+def sync() -> None:
+    """Wait for every device to finish its queued work."""
+    tf.test.experimental.sync_devices()
+
+
+def apply_precision(precision: str, device_kind: str) -> str:
+    """Set the Keras dtype policy and TF32 for ``precision``; return the math mode really set."""
+    policy = {"fp32": "float32", "tf32": "float32"}.get(precision, precision)
+    keras.config.set_dtype_policy(policy)
+    tf.config.experimental.enable_tensor_float_32_execution(precision != "fp32")
+    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+    p = keras.config.dtype_policy()
+    if p.compute_dtype == "float32":
+        mode = "tf32" if tf32 and device_kind == "gpu" else "fp32 (tf32 off)" if device_kind == "gpu" else "fp32"
+    else:
+        mode = f"{'bf16' if p.compute_dtype == 'bfloat16' else 'fp16'} compute, {p.variable_dtype} variables"
+        if p.compute_dtype == "float16":
+            mode += ", loss scaling"
+        if device_kind == "gpu":
+            mode += f", fp32 ops {'tf32' if tf32 else 'fp32'}"
+    fpmath = os.environ.get("ONEDNN_DEFAULT_FPMATH_MODE")
+    if device_kind == "cpu" and fpmath and fpmath.upper() != "STRICT":
+        mode += f" (oneDNN fpmath {fpmath}: fp32 ops may run reduced)"
+    return mode
+
+
+@dataclass
+class Probe:
+    """Reachable matmul FLOP/s of one device at one precision."""
+
+    tflops: float
+    n: int
+    dtype: str
+
+
+def matmul_probe(device_name: str, precision: str, n: int, budget_s: float) -> Probe:
+    """Best FLOP/s of a chain of n x n matmuls on ``device_name`` in the precision's dtype."""
+    dtype = {"mixed_float16": tf.float16, "mixed_bfloat16": tf.bfloat16}.get(precision, tf.float32)
+    tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
+    reps = 4
+    with tf.device(device_name):
+        a = tf.cast(tf.random.normal((n, n)), dtype)
+        b = tf.cast(tf.random.normal((n, n)) / math.sqrt(n), dtype)
+
+        @tf.function
+        def chain(a, b):
+            c = a
+            for _ in range(reps):
+                c = tf.matmul(c, b)
+            return c
+
+        chain(a, b)
+        sync()
+        best, spent = 0.0, 0.0
+        rounds = 0
+        while rounds < 3 or (spent < budget_s and rounds < 50):
+            t0 = time.perf_counter()
+            chain(a, b)
+            sync()
+            dt = time.perf_counter() - t0
+            spent += dt
+            rounds += 1
+            best = max(best, 2.0 * n**3 * reps / dt)
+    return Probe(best / 1e12, n, dtype.name)
+
+
+def _device_key(name: str) -> tuple[str, int]:
+    spec = tf.DeviceSpec.from_string(name)
+    return (spec.device_type or "").upper(), int(spec.device_index or 0)
+
+
+def check_placement(
+    strategy: tf.distribute.Strategy, built: Built, outputs: Any, expected: Sequence[str], virtual: bool
+) -> None:
+    """Fail unless variables, input data and outputs sit on the case's devices.
+
+    Every expected device must hold a copy of the variables and its replica's data. Outputs
+    must come from the expected devices, one per replica where the devices are real
+    (TensorFlow reports function outputs of logical CPU devices on CPU:0, so for virtual
+    devices only the device type is held to).
+    """
+    want = {_device_key(d) for d in expected}
+    seen_vars: set[tuple[str, int]] = set()
+    for v in built.model.weights:
+        for local in strategy.experimental_local_results(getattr(v, "value", v)):
+            seen_vars.add(_device_key(local.device))
+    seen_data = {_device_key(t.device) for t in strategy.experimental_local_results(built.inputs)}
+    seen_out = {_device_key(t.device) for t in strategy.experimental_local_results(outputs)}
+    kinds = {k for k, _ in want}
+    out_ok = {k for k, _ in seen_out} <= kinds if virtual else seen_out == want
+    if seen_vars != want or seen_data != want or not out_ok:
+        raise PlacementError(
+            f"expected variables, data and compute on {sorted(want)}; variables on "
+            f"{sorted(seen_vars)}, data on {sorted(seen_data)}, outputs on {sorted(seen_out)} "
+            "(a silent fallback to another device?)"
+        )
+
+
+def memory_peaks(names: Sequence[str], virtual_cpu: bool) -> list[int | None]:
+    """TensorFlow allocator peak bytes per device (one shared allocator for virtual CPUs)."""
+    out: list[int | None] = []
+    for name in names[:1] if virtual_cpu else names:
+        try:
+            out.append(int(tf.config.experimental.get_memory_info(name.replace("/device:", ""))["peak"]))
+        except (ValueError, tf.errors.OpError):
+            out.append(None)
+    return out
+
+
+def reset_memory(names: Sequence[str]) -> None:
+    """Reset allocator peaks, where the device supports it."""
+    for name in names:
+        try:
+            tf.config.experimental.reset_memory_stats(name.replace("/device:", ""))
+        except (ValueError, tf.errors.OpError):
+            pass
+
+
+@dataclass
+class Built:
+    """A case's step function and everything it closes over."""
+
+    step: Callable[[], Any]
+    model: keras.Model
+    params: int
+    inputs: Any
+
+
+def build_case(case: Case, profile: str, strategy: tf.distribute.Strategy, names: Sequence[str]) -> Built:
+    """Model, optimizer, device-resident synthetic data and the compiled step of ``case``."""
+    w = WORKLOADS[case.workload]
+    size = w.size(profile)
+    with strategy.scope():
+        model = w.build(size)
+        optimizer: Any = None
+        if case.mode == "train":
+            optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+            if case.precision == "mixed_float16":
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            optimizer.build(model.trainable_variables)
+
+    batches: dict[int, tuple[Any, Any]] = {}
+
+    def part(i: int) -> Callable[[Any], Any]:
+        # Called once per replica; the device scope puts each replica's data on its device
+        # (distribute_values_from_function alone leaves it on the first device).
+        def fn(ctx: Any) -> Any:
+            r = ctx.replica_id_in_sync_group
+            if r not in batches:
+                with tf.device(names[r]):
+                    batches[r] = w.make_batch(size, case.per_replica_batch, seed=17 + r)
+            return batches[r][i]
+
+        return fn
+
+    x = strategy.experimental_distribute_values_from_function(part(0))
+    y = strategy.experimental_distribute_values_from_function(part(1))
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+    global_batch = case.global_batch
+
+    def train_replica(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
+            scaled = optimizer.scale_loss(loss) if case.precision == "mixed_float16" else loss
+        grads = tape.gradient(scaled, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        return loss
+
+    def infer_replica(x: Any, y: Any) -> Any:
+        return model(x, training=False)
+
+    replica = train_replica if case.mode == "train" else infer_replica
+    if case.xla:
+        replica = tf.function(replica, jit_compile=True)
+
+    @tf.function
+    def step(x: Any, y: Any) -> Any:
+        return strategy.run(replica, args=(x, y))
+
+    return Built(step=lambda: step(x, y), model=model, params=int(model.count_params()), inputs=x)
+
+
+def plan_rounds(step_s: float, timing: Timing) -> tuple[int, int]:
+    """(steps per round K, rounds R) for a step of ``step_s`` seconds within the budget."""
+    round_s = max(timing.min_round_s, timing.case_budget_s / timing.target_rounds)
+    k = max(1, math.ceil(round_s / max(step_s, 1e-9)))
+    r = int(timing.case_budget_s // (k * max(step_s, 1e-9)))
+    return k, max(timing.min_rounds, min(timing.max_rounds, r))
+
+
+def final_loss(strategy: tf.distribute.Strategy, out: Any) -> float:
+    """Global mean loss from per-replica losses (each already divided by the global batch)."""
+    return float(sum(np.asarray(v, dtype=np.float64) for v in strategy.experimental_local_results(out)))
+
+
+def timed_rounds(step: Callable[[], Any], steps_per_round: int, rounds: int, pedantic: Callable[..., Any]) -> Any:
+    """Run ``rounds`` rounds of ``steps_per_round`` steps, one sync per round, via ``pedantic``."""
+    last: list[Any] = [None]
+
+    def one_round() -> None:
+        out = None
+        for _ in range(steps_per_round):
+            out = step()
+        sync()
+        last[0] = out
+
+    pedantic(one_round, rounds=rounds, iterations=1, warmup_rounds=0)
+    return last[0]
+
+
+def latencies(step: Callable[[], Any], n: int, budget_s: float) -> list[float]:
+    """Per-batch latency: ``n`` individually synced steps (outside the throughput rounds)."""
+    out: list[float] = []
+    spent = 0.0
+    while len(out) < n and (spent < budget_s or len(out) < 10):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        dt = time.perf_counter() - t0
+        out.append(dt)
+        spent += dt
+    return out
+
+
+def summarize(case: Case, round_times: Sequence[float], k: int) -> dict:
+    """Throughput and step-time figures of the timed rounds (names as in the CSV)."""
+    t = stats.throughput(round_times, case.global_batch * k, k)
+    return {
+        "samples_per_s": t.median,
+        "samples_per_s_ci_low": t.ci_low,
+        "samples_per_s_ci_high": t.ci_high,
+        "step_time_median_s": t.median_step_s,
+        "step_time_min_s": t.min_step_s,
+        "step_time_p50_s": t.p50_step_s,
+        "step_time_p90_s": t.p90_step_s,
+        "step_time_p99_s": t.p99_step_s,
+        "step_time_cv": t.cv,
+        "unstable": t.unstable,
+        "rounds": len(round_times),
+        "steps_per_round": k,
+    }

@@ -1,0 +1,163 @@
+"""Run options (parsed once, frozen) and the plan: every case with its support verdict."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bench import capability
+from bench.capability import Support
+from bench.cases import PRECISIONS, XLA_CHOICES, Case, DeviceConfig, expand, parse_device_spec
+from bench.devices import Machine
+from bench.errors import UserError
+from bench.profiles import PROFILES, Timing
+from workloads import MODES, WORKLOADS
+
+
+def _choices(kind: str, values: tuple[str, ...], allowed: tuple[str, ...]) -> tuple[str, ...]:
+    for v in values:
+        if v not in allowed:
+            raise UserError(f"unknown {kind} {v!r}; expected one of: {', '.join(allowed)}")
+    if not values:
+        raise UserError(f"no {kind} given; expected one or more of: {', '.join(allowed)}")
+    return values
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What ``accelbench run`` was asked for; every cross-field check is here."""
+
+    profile: str = "standard"
+    workloads: tuple[str, ...] = tuple(WORKLOADS)
+    modes: tuple[str, ...] = MODES
+    devices: tuple[str, ...] = ("auto",)
+    precisions: tuple[str, ...] = ("auto",)
+    xla: str = "off"
+    batch_size: int | None = None
+    virtual_devices: int = 0
+    keyword: str = ""
+    sampler_interval_s: float = 0.1
+    sampler: bool = True
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise UserError(f"unknown profile {self.profile!r}; expected one of: {', '.join(PROFILES)}")
+        _choices("workload", self.workloads, tuple(WORKLOADS))
+        _choices("mode", self.modes, MODES)
+        if self.precisions != ("auto",):
+            _choices("precision", self.precisions, PRECISIONS)
+        if self.devices != ("auto",):
+            for d in self.devices:
+                parse_device_spec(d)
+        if self.xla not in XLA_CHOICES:
+            raise UserError(f"--xla must be one of off, on, both; got {self.xla!r}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise UserError(f"--batch-size must be a positive integer; got {self.batch_size}")
+        if self.virtual_devices < 0 or self.virtual_devices == 1:
+            raise UserError(f"--virtual-devices must be 0 (off) or >= 2; got {self.virtual_devices}")
+        if self.sampler_interval_s < 0.1:
+            raise UserError(f"--sampler-interval must be >= 0.1 s (<= 10 Hz); got {self.sampler_interval_s}")
+
+    @property
+    def timing(self) -> Timing:
+        """The profile's timing."""
+        return PROFILES[self.profile]
+
+    def to_dict(self) -> dict:
+        """Stored in the results' run block (and read back by --resume)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> RunOptions:
+        """Inverse of :meth:`to_dict`."""
+        tuples = ("workloads", "modes", "devices", "precisions")
+        kw: dict[str, Any] = {k: tuple(v) if k in tuples else v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**kw)
+
+
+def _counts(n: int) -> list[int]:
+    """2, 4, 8, ... below n, then n."""
+    out, k = [], 2
+    while k < n:
+        out.append(k)
+        k *= 2
+    return out + ([n] if n >= 2 else [])
+
+
+def device_configs(opts: RunOptions, machine: Machine) -> list[DeviceConfig]:
+    """``auto``: cpu, gpu:1 (unsupported where there is none), gpu:2, 4, ... up to all GPUs.
+
+    ``--virtual-devices N`` adds 2..N logical devices split from the first GPU, or from the
+    CPU where there is no GPU.
+    """
+    n_gpu = machine.tf_gpu_count
+    if opts.devices == ("auto",):
+        configs = [DeviceConfig("cpu"), DeviceConfig("gpu", 1)] + [DeviceConfig("gpu", k) for k in _counts(n_gpu)]
+    else:
+        configs = []
+        for spec in opts.devices:
+            d = parse_device_spec(spec)
+            # gpu:1 without a GPU stays in the plan as unsupported, with the reason
+            if d.kind == "gpu" and d.count > 1 and d.count > n_gpu:
+                raise UserError(
+                    f"device {spec!r} asks for {d.count} GPUs; this machine has {n_gpu} visible to TensorFlow"
+                )
+            configs.append(d)
+    if opts.virtual_devices:
+        kind = "gpu" if n_gpu else "cpu"
+        configs += [DeviceConfig(kind, k, virtual=True) for k in _counts(opts.virtual_devices)]
+    seen: list[DeviceConfig] = []
+    for c in configs:
+        if c not in seen:
+            seen.append(c)
+    return seen
+
+
+def support(case: Case, machine: Machine) -> Support:
+    """Device, XLA and precision support of one case, in that order."""
+    dev = capability.device_count(
+        case.device_kind, case.device_count, machine.tf_gpu_count, case.virtual, machine.no_gpu_reason()
+    )
+    if not dev.supported:
+        return dev
+    x = capability.xla_support(case.device_kind, case.device_count, case.virtual) if case.xla else capability.OK
+    if not x.supported:
+        return x
+    if case.device_kind == "cpu":
+        return capability.cpu_precision(case.precision, machine.cpu.flags)
+    n = 1 if case.virtual else case.device_count
+    return capability.gpu_precision(case.precision, machine.gpu_compute_capability(n), machine.gpu_name())
+
+
+def keyword_match(expr: str, case_id: str) -> bool:
+    """Pytest's ``-k`` semantics over the case id (case-insensitive substrings, and/or/not)."""
+    if not expr:
+        return True
+    from _pytest.mark.expression import Expression
+
+    try:
+        compiled = Expression.compile(expr)
+    except Exception as e:
+        raise UserError(f"-k: cannot parse {expr!r}: {e}") from None
+    cid = case_id.lower()
+    return bool(compiled.evaluate(lambda name, /, **_: name.lower() in cid))
+
+
+def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
+    """Every case of the matrix with its support verdict (nothing is dropped silently)."""
+    batch_of = {w: opts.batch_size or WORKLOADS[w].batch[opts.profile] for w in opts.workloads}
+    precisions = PRECISIONS if opts.precisions == ("auto",) else opts.precisions
+    cases = expand(
+        opts.workloads,
+        opts.modes,
+        device_configs(opts, machine),
+        precisions,
+        XLA_CHOICES[opts.xla],
+        batch_of,
+        latency_batch1=opts.timing.latency_batch1 and opts.batch_size is None,
+    )
+    out = [(c, support(c, machine)) for c in cases if keyword_match(opts.keyword, c.id)]
+    if not out:
+        raise UserError(f"-k {opts.keyword!r} selects none of the {len(cases)} cases")
+    return out

@@ -1,0 +1,55 @@
+"""Per-profile timing budgets (the workload sizes per profile live in ``workloads/``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from bench.errors import UserError
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How long and how often a case is measured.
+
+    Attributes:
+        case_budget_s: wall time the timed rounds of one case aim for (seconds).
+        min_round_s: shortest round (seconds); >= 1 s on GPUs so NVML's energy counter,
+            updated every ~100 ms, resolves a round.
+        target_rounds: rounds aimed for; min_rounds: never fewer (>= 6 gives a
+            distribution-free 95% CI of the median); max_rounds: never more.
+        warmup_steps: steps after the first (compiling) call, before calibration.
+        latency_steps: individually synced inference steps for latency percentiles.
+        probe_n: matrix size of the matmul probe, per device kind.
+        probe_budget_s: wall time of the matmul probe (seconds).
+        latency_batch1: add a batch-1 inference case per workload and device.
+    """
+
+    case_budget_s: float
+    min_round_s: float
+    target_rounds: int
+    min_rounds: int
+    max_rounds: int
+    warmup_steps: int
+    latency_steps: int
+    probe_n: dict
+    probe_budget_s: float
+    latency_batch1: bool
+
+    def to_dict(self) -> dict:
+        """Plain dict, as recorded in results."""
+        return asdict(self)
+
+
+PROFILES: dict[str, Timing] = {
+    "smoke": Timing(1.2, 0.04, 10, 6, 30, 2, 20, {"cpu": 512, "gpu": 4096}, 0.4, False),
+    "standard": Timing(20.0, 1.0, 10, 6, 30, 5, 100, {"cpu": 2048, "gpu": 8192}, 3.0, True),
+    "large": Timing(60.0, 1.0, 20, 6, 60, 10, 200, {"cpu": 4096, "gpu": 16384}, 5.0, True),
+}
+
+
+def timing(profile: str) -> Timing:
+    """The timing of ``profile``, or a UserError naming the choices."""
+    try:
+        return PROFILES[profile]
+    except KeyError:
+        raise UserError(f"profile must be one of {', '.join(PROFILES)}; got {profile!r}") from None

@@ -1,0 +1,1 @@
+"""Reports rendered from results files alone (no TensorFlow): console, Markdown, HTML."""

@@ -1,0 +1,156 @@
+"""What the reports show, computed from results documents: speed-ups, scaling, precision gains.
+
+Ratios are ratios of medians of per-round throughput with a bootstrap 95% CI (``bench.stats``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from bench import stats, storage
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One results document with its tidy table and per-case throughput samples."""
+
+    label: str
+    doc: dict
+    table: pd.DataFrame
+    samples: dict[str, list[float]]
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.doc["run"]["id"]
+
+
+def load_run(doc: dict, label: str | None = None) -> RunData:
+    """Tidy table (one row per case, storage.COLUMNS) and samples of a results document."""
+    rows = storage.tidy_rows(doc)
+    table = pd.DataFrame(rows, columns=storage.COLUMNS)
+    order = {cid: i for i, cid in enumerate(doc.get("run", {}).get("planned") or [])}
+    if order:
+        table = table.assign(_o=table["case_id"].map(lambda c: order.get(c, len(order)))).sort_values(
+            "_o", kind="stable"
+        )
+        table = table.drop(columns="_o").reset_index(drop=True)
+    samples: dict[str, list[float]] = {
+        storage.case_id_of(r): storage.throughput_samples(r) for r in doc.get("benchmarks", [])
+    }
+    return RunData(label or doc["run"]["id"], doc, table, samples)
+
+
+def baseline_id(row: pd.Series) -> str:
+    """Id of the CPU fp32 (no XLA) case of the same workload, mode and per-replica batch."""
+    return f"{row['workload']}-{row['mode']}-cpu-fp32-b{row['per_replica_batch']}"
+
+
+def ratio(run: RunData, num: str, den: str) -> stats.Ratio | None:
+    """median(num)/median(den) with CI, or None unless both were measured."""
+    a, b = run.samples.get(num), run.samples.get(den)
+    if not a or not b:
+        return None
+    return stats.ratio_of_medians(a, b)
+
+
+def fmt_ratio(r: stats.Ratio | None, pct: bool = False) -> str:
+    """``3.10x [2.95-3.24]``, ``~1.01x [0.97-1.05]`` where the CI spans 1; ``-`` when absent."""
+    if r is None:
+        return "-"
+    if pct:
+        return f"{100 * r.value:.0f}% [{100 * r.ci_low:.0f}-{100 * r.ci_high:.0f}]"
+    mark = "~" if r.spans_one else ""
+    return f"{mark}{r.value:.2f}x [{r.ci_low:.2f}-{r.ci_high:.2f}]"
+
+
+def speedups(run: RunData) -> pd.DataFrame:
+    """Each measured case's speed-up over CPU fp32 of its workload, mode and batch."""
+    out = []
+    for _, row in run.table.iterrows():
+        r = ratio(run, row["case_id"], baseline_id(row)) if row["status"] == "ok" else None
+        out.append({"case_id": row["case_id"], "speedup": r})
+    return pd.DataFrame(out, columns=["case_id", "speedup"])
+
+
+def headline(run: RunData) -> list[dict]:
+    """Per workload and mode: the best measured configuration and its speed-up over CPU fp32."""
+    t = run.table[run.table["status"] == "ok"]
+    out = []
+    for (w, mode), g in t.groupby(["workload", "mode"], sort=False):
+        g = g[g["per_replica_batch"] == g["per_replica_batch"].max()]
+        best = g.loc[g["samples_per_s"].astype(float).idxmax()]
+        out.append(
+            {
+                "workload": w,
+                "mode": mode,
+                "best_case": best["case_id"],
+                "samples_per_s": float(best["samples_per_s"]),
+                "speedup": ratio(run, best["case_id"], baseline_id(best)),
+            }
+        )
+    return out
+
+
+def status_counts(run: RunData) -> dict[str, int]:
+    """Cases per status."""
+    return {str(k): int(v) for k, v in run.table["status"].value_counts().items()}
+
+
+def scaling(run: RunData) -> pd.DataFrame:
+    """Multi-device cases: throughput vs the same case on one device, efficiency with CI."""
+    t = run.table[run.table["status"] == "ok"]
+    out = []
+    for _, row in t[t["device_count"] > 1].iterrows():
+        one = row["case_id"].replace(
+            f"-{row['device_kind']}{row['device_count']}",
+            f"-{row['device_kind']}1" if row["device_kind"] == "gpu" else "-cpu",
+            1,
+        )
+        one = one.replace("-virtual", "")
+        a, b = run.samples.get(row["case_id"]), run.samples.get(one)
+        eff = stats.scaling_efficiency(a, b, int(row["device_count"])) if a and b else None
+        out.append(
+            {
+                "case_id": row["case_id"],
+                "single_case": one,
+                "devices": int(row["device_count"]),
+                "virtual": bool(row["virtual"]),
+                "samples_per_s": float(row["samples_per_s"]),
+                "single_samples_per_s": float(pd.Series(b).median()) if b else None,
+                "efficiency": eff,
+            }
+        )
+    return pd.DataFrame(
+        out,
+        columns=["case_id", "single_case", "devices", "virtual", "samples_per_s", "single_samples_per_s", "efficiency"],
+    )
+
+
+def precision_gains(run: RunData) -> pd.DataFrame:
+    """Each non-fp32 measured case against fp32 of the same workload, mode, devices, xla, batch."""
+    t = run.table[run.table["status"] == "ok"]
+    out = []
+    for _, row in t[t["precision"] != "fp32"].iterrows():
+        ref = row["case_id"].replace(f"-{row['precision']}", "-fp32", 1)
+        out.append({"case_id": row["case_id"], "vs": ref, "gain": ratio(run, row["case_id"], ref)})
+    return pd.DataFrame(out, columns=["case_id", "vs", "gain"])
+
+
+def xla_gains(run: RunData) -> pd.DataFrame:
+    """XLA on against XLA off, where both ran."""
+    t = run.table[(run.table["status"] == "ok") & (run.table["xla"] == True)]  # noqa: E712
+    out = []
+    for _, row in t.iterrows():
+        ref = row["case_id"].replace("-xla-", "-", 1)
+        out.append({"case_id": row["case_id"], "vs": ref, "gain": ratio(run, row["case_id"], ref)})
+    return pd.DataFrame(out, columns=["case_id", "vs", "gain"])
+
+
+def geomean_speedup(run: RunData, column_filter) -> float | None:
+    """Geometric mean of speed-ups over the rows that ``column_filter`` keeps."""
+    sp = speedups(run).set_index("case_id")["speedup"]
+    vals = [sp[cid].value for cid in run.table[column_filter(run.table)]["case_id"] if sp.get(cid) is not None]
+    return stats.geomean(vals) if vals else None

@@ -1,0 +1,101 @@
+"""Charts as inline SVG (matplotlib, Agg): titled, colour-blind-safe, readable in greyscale."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+# Okabe-Ito: distinguishable with colour-blindness; hatches keep bars apart in greyscale.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+HATCHES = ["", "//", "..", "xx", "\\\\", "--", "++", "oo"]
+plt.rcParams.update({"svg.fonttype": "path", "font.size": 9, "svg.hashsalt": "accelbench"})
+
+
+def _svg(fig, alt: str) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None, "Creator": None})
+    plt.close(fig)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg") :]
+    svg = re.sub(r"<metadata>.*?</metadata>", "", svg, flags=re.S)
+    from html import escape
+
+    return svg.replace("<svg ", f'<svg role="img" aria-label="{escape(alt)}" ', 1)
+
+
+def bars(
+    labels: list[str],
+    values: list[float],
+    lo: list[float | None],
+    hi: list[float | None],
+    title: str,
+    xlabel: str,
+    groups: list[str] | None = None,
+) -> str:
+    """Horizontal bars with CI error bars; ``groups`` picks colour and hatch per bar."""
+    n = len(labels)
+    fig, ax = plt.subplots(figsize=(8, max(1.6, 0.28 * n + 0.8)))
+    keys = list(dict.fromkeys(groups or [""] * n))
+    for i, (v, a, b) in enumerate(zip(values, lo, hi)):
+        k = keys.index((groups or [""] * n)[i])
+        err = [[v - a], [b - v]] if a is not None and b is not None else None
+        ax.barh(
+            i,
+            v,
+            color=PALETTE[k % len(PALETTE)],
+            hatch=HATCHES[k % len(HATCHES)],
+            edgecolor="#333333",
+            linewidth=0.5,
+            xerr=err,
+            capsize=2,
+            label=keys[k] if keys[k] and keys[k] not in ax.get_legend_handles_labels()[1] else None,
+        )
+    ax.set_yticks(range(n), labels)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    if groups:
+        ax.legend(loc="lower right", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    return _svg(fig, f"{title}: " + "; ".join(f"{lab} {v:.4g}" for lab, v in zip(labels, values)))
+
+
+def scaling(series: dict[str, list[tuple[int, float]]], title: str) -> str:
+    """Throughput vs device count, one line per case family, with the ideal (linear) line."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    markers = "osD^v<>p"
+    alt = []
+    for i, (name, pts) in enumerate(series.items()):
+        pts = sorted(pts)
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        ax.plot(xs, ys, marker=markers[i % len(markers)], color=PALETTE[i % len(PALETTE)], label=name)
+        base = dict(pts).get(1)
+        if base:
+            ax.plot(xs, [base * x for x in xs], linestyle=":", color=PALETTE[i % len(PALETTE)], alpha=0.7)
+        alt.append(f"{name}: " + ", ".join(f"{x} devices {y:.4g}/s" for x, y in pts))
+    ax.set_xlabel("devices")
+    ax.set_ylabel("samples/s")
+    ax.set_title(title + " (dotted: ideal linear scaling)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _svg(fig, title + ": " + "; ".join(alt))
+
+
+def power_trace(trace: list[tuple[float, float]], title: str, idle_w: float | None = None) -> str:
+    """Instant power over the measurement window."""
+    fig, ax = plt.subplots(figsize=(6.5, 2.4))
+    ax.plot([t for t, _ in trace], [p for _, p in trace], color=PALETTE[0], linewidth=1.2)
+    if idle_w is not None:
+        ax.axhline(idle_w, linestyle="--", color=PALETTE[5], label=f"idle {idle_w:.0f} W")
+        ax.legend(fontsize=7)
+    ax.set_xlabel("seconds into the timed window")
+    ax.set_ylabel("W")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ps = [p for _, p in trace]
+    return _svg(fig, f"{title}: {len(ps)} samples, min {min(ps):.0f} W, max {max(ps):.0f} W")

@@ -1,0 +1,27 @@
+"""The console table printed at the end of a run and by ``accelbench report``."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from bench.report.analysis import RunData, fmt_ratio, speedups
+
+
+def fmt_thr(row) -> str:
+    """``1234 [1200-1260]`` samples/s, ``-`` when not measured."""
+    v = row["samples_per_s"]
+    if v is None or v != v:
+        return "-"
+    lo, hi = row["samples_per_s_ci_low"], row["samples_per_s_ci_high"]
+    ci = f" [{lo:.4g}-{hi:.4g}]" if lo is not None and lo == lo else ""
+    return f"{v:.4g}{ci}"
+
+
+def table(run: RunData, tablefmt: str = "simple") -> str:
+    """case, status, samples/s with CI, speed-up vs CPU fp32 (reason for the others)."""
+    sp = speedups(run).set_index("case_id")["speedup"]
+    rows = []
+    for _, r in run.table.iterrows():
+        note = r["reason"] if r["status"] != "ok" else ("unstable (CV > 10%)" if r["unstable"] else "")
+        rows.append([r["case_id"], r["status"], fmt_thr(r), fmt_ratio(sp.get(r["case_id"])), (note or "")[:90]])
+    return tabulate(rows, headers=["case", "status", "samples/s [95% CI]", "vs CPU fp32", "note"], tablefmt=tablefmt)

@@ -1,0 +1,63 @@
+"""The text of ``accelbench devices``: hardware, TensorFlow's view, precision support, telemetry."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from bench import capability
+from bench.cases import PRECISIONS
+from bench.devices import Machine
+from bench.telemetry.host import Rapl
+
+
+def describe(m: Machine) -> str:
+    """Human-readable summary; answers "is TensorFlow really using my GPU?"."""
+    c = m.cpu
+    lines = [
+        f"CPU: {c.model}, {c.logical_cores} logical cores ({c.physical_cores} physical, {c.affinity_cores} usable)",
+        f"  flags that matter: {', '.join(c.flags) or 'none'}",
+        f"TensorFlow {m.tf.get('tensorflow')} / Keras {m.tf.get('keras')}, built with CUDA: {m.tf.get('built_with_cuda')}"
+        + (f" (CUDA {m.tf.get('cuda_build')}, cuDNN {m.tf.get('cudnn_build')})" if m.tf.get("cuda_build") else ""),
+    ]
+    if m.nvml.reason:
+        lines.append(f"NVML: unavailable: {m.nvml.reason}")
+    else:
+        lines.append(
+            f"NVML: {len(m.nvml.gpus)} GPU(s), driver {m.nvml.driver_version}, CUDA driver {m.nvml.cuda_driver_version}"
+        )
+    for g in m.nvml.gpus:
+        cc = ".".join(map(str, g.compute_capability)) if g.compute_capability else "?"
+        mem = f"{g.memory_total_bytes / 2**30:.0f} GiB" if g.memory_total_bytes else "? GiB"
+        lines.append(f"  {g.pci_bus_id}  {g.name}  {g.uuid}  {mem}  cc {cc}")
+        lines.append("    telemetry: " + ", ".join(f"{k} {v}" for k, v in g.capabilities.items()))
+    lines.append(f"TensorFlow GPUs: {m.tf_gpu_count}")
+    if not m.tf_gpu_count:
+        lines.append(f"  why none: {m.no_gpu_reason()}")
+    for p in m.tf.get("placement", []):
+        verdict = "ok" if p["ok"] else "NOT ON THE REQUESTED DEVICE"
+        lines.append(
+            f"  tiny matmul on {p['requested']}: ran on {p['ran_on']} -> {verdict}"
+            + (f" ({p['error']})" if p.get("error") else "")
+        )
+    rapl = Rapl()
+    lines.append(f"CPU energy (RAPL): {'available' if rapl.available else 'unavailable: ' + rapl.reason}")
+    reasons: list[str] = []
+
+    def cell(s: capability.Support) -> str:
+        if s.supported:
+            return "yes"
+        if s.reason not in reasons:
+            reasons.append(s.reason)
+        return f"no ({reasons.index(s.reason) + 1})"
+
+    rows = [["cpu"] + [cell(capability.cpu_precision(p, c.flags)) for p in PRECISIONS]]
+    for i, g in enumerate(m.tf.get("gpus", [])):
+        gcc = (
+            (int(g["compute_capability"][0]), int(g["compute_capability"][1])) if g.get("compute_capability") else None
+        )
+        rows.append([f"gpu{i}"] + [cell(capability.gpu_precision(p, gcc, g.get("name", ""))) for p in PRECISIONS])
+    if not m.tf_gpu_count:
+        rows.append(["gpu"] + [cell(capability.Support(False, m.no_gpu_reason()))] * len(PRECISIONS))
+    lines += ["", "Precision support:", tabulate(rows, headers=["device", *PRECISIONS])]
+    lines += [f"  ({i}) {r}" for i, r in enumerate(reasons, 1)]
+    return "\n".join(lines)

@@ -1,0 +1,245 @@
+"""The results format: pytest-benchmark JSON, extended, versioned, written atomically.
+
+A results file is what ``pytest-benchmark compare`` reads (``machine_info``, ``commit_info``,
+``benchmarks``, ``datetime``, ``version``) plus ``schema_version``, a ``run`` block and
+``unmeasured``: the cases without timing statistics (unsupported, failed), which
+pytest-benchmark would refuse inside ``benchmarks``. Every case record has the same shape:
+``name``, ``fullname``, ``params``, ``extra_info`` (case fields, status, reason, figures) and,
+for measured cases, pytest-benchmark's ``stats``. Everything else reads results through here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from bench.errors import UserError
+
+SCHEMA_VERSION = 1
+FORMAT = "accelbench-results"
+
+MEASURED_STATUSES = ("ok",)
+STATUSES = ("ok", "unsupported", "numerics", "oom", "error")
+
+CASE_COLUMNS = [
+    "run_id",
+    "case_id",
+    "workload",
+    "mode",
+    "device_kind",
+    "device_count",
+    "virtual",
+    "precision",
+    "math_mode",
+    "xla",
+    "per_replica_batch",
+    "global_batch",
+    "status",
+    "reason",
+]
+FIGURE_COLUMNS = [
+    "params",
+    "flops_per_sample",
+    "samples_per_s",
+    "samples_per_s_ci_low",
+    "samples_per_s_ci_high",
+    "step_time_median_s",
+    "step_time_p90_s",
+    "step_time_cv",
+    "rounds",
+    "steps_per_round",
+    "compile_s",
+    "achieved_tflops",
+    "peak_tflops_measured",
+    "device_peak_mem_bytes",
+    "host_peak_rss_bytes",
+    # beyond the contract
+    "step_time_min_s",
+    "step_time_p50_s",
+    "step_time_p99_s",
+    "unstable",
+    "mfu_measured",
+    "latency_p50_s",
+    "latency_p90_s",
+    "latency_p99_s",
+    "loss_final",
+    "intra_op_threads",
+    "inter_op_threads",
+    "all_reduce",
+    "device_peak_mem_per_device_bytes",
+]
+TELEMETRY_COLUMNS = [
+    "energy_j",
+    "energy_j_per_sample",
+    "samples_per_joule",
+    "energy_above_idle_j",
+    "power_mean_w",
+    "power_max_w",
+    "idle_power_w",
+    "gpu_util_mean_pct",
+    "sm_clock_mhz_median",
+    "temp_max_c",
+    "throttle_reasons",
+    "gpu_telemetry",
+    "nvml_memory_used_bytes",
+    "host_cpu_util_pct",
+    "cpu_energy_j",
+    "cpu_energy_reason",
+    "process_cpu_util_pct",
+    "energy_source",
+    "telemetry_window_s",
+]
+COLUMNS = CASE_COLUMNS + FIGURE_COLUMNS + TELEMETRY_COLUMNS
+
+
+class ResultsError(UserError):
+    """A results file that cannot be used; the message names the file and the problem."""
+
+
+# Version N -> ``update_to_{N+1}`` lifting a document from N to N+1; chained by ``load``.
+MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
+
+
+def new_document(run: dict, machine_info: dict, commit_info: dict, datetime_iso: str, version: str) -> dict:
+    """An empty results document."""
+    return {
+        "format": FORMAT,
+        "schema_version": SCHEMA_VERSION,
+        "machine_info": machine_info,
+        "commit_info": commit_info,
+        "benchmarks": [],
+        "unmeasured": [],
+        "datetime": datetime_iso,
+        "version": version,
+        "run": run,
+    }
+
+
+def case_id_of(record: dict) -> str:
+    """The case id of a record."""
+    return record["extra_info"]["case_id"]
+
+
+def records(doc: dict) -> Iterator[dict]:
+    """Every case record, measured first, in stored order."""
+    yield from doc.get("benchmarks", [])
+    yield from doc.get("unmeasured", [])
+
+
+def case_ids(doc: dict) -> set[str]:
+    """Ids of every case present."""
+    return {case_id_of(r) for r in records(doc)}
+
+
+def add_record(doc: dict, record: dict) -> None:
+    """Insert or replace a case record (measured ones into ``benchmarks``)."""
+    cid = case_id_of(record)
+    for key in ("benchmarks", "unmeasured"):
+        doc[key] = [r for r in doc.get(key, []) if case_id_of(r) != cid]
+    measured = record["extra_info"]["status"] in MEASURED_STATUSES and record.get("stats")
+    doc["benchmarks" if measured else "unmeasured"].append(record)
+
+
+def _clean(obj):
+    """NaN/inf are not JSON: store them as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def write_atomic(path: str | Path, doc: dict) -> None:
+    """Write to a temp file in the same folder, fsync, rename over ``path``: all or nothing."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(_clean(doc), f, indent=1, allow_nan=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:
+        pass
+
+
+def load(path: str | Path) -> dict:
+    """Read and validate a results file; ResultsError (one line, names the file) if unusable."""
+    path = Path(path)
+    if not path.exists():
+        raise ResultsError(f"{path}: no such results file")
+    if path.is_dir():
+        raise ResultsError(f"{path}: is a folder, expected a results .json file")
+    try:
+        doc = json.loads(path.read_text())
+    except UnicodeDecodeError:
+        raise ResultsError(f"{path}: not a text file, expected accelbench results JSON") from None
+    except json.JSONDecodeError as e:
+        raise ResultsError(
+            f"{path}: not valid JSON ({e.msg} at line {e.lineno}); truncated or not a results file"
+        ) from None
+    if not isinstance(doc, dict) or "schema_version" not in doc:
+        raise ResultsError(f"{path}: not an accelbench results file (no schema_version)")
+    v = doc["schema_version"]
+    if not isinstance(v, int) or v < 1:
+        raise ResultsError(f"{path}: schema_version must be a positive integer, got {v!r}")
+    if v > SCHEMA_VERSION:
+        raise ResultsError(
+            f"{path}: schema_version {v} is newer than this accelbench understands ({SCHEMA_VERSION}); upgrade accelbench"
+        )
+    while v < SCHEMA_VERSION:
+        doc = MIGRATIONS[v](doc)
+        v += 1
+        doc["schema_version"] = v
+    for key in ("benchmarks", "run", "machine_info"):
+        if key not in doc:
+            raise ResultsError(f"{path}: accelbench results without '{key}'; the file is damaged")
+    doc.setdefault("unmeasured", [])
+    for r in records(doc):
+        if not isinstance(r, dict) or "case_id" not in r.get("extra_info", {}) or "status" not in r["extra_info"]:
+            raise ResultsError(f"{path}: a case record without extra_info.case_id/status; the file is damaged")
+    return doc
+
+
+def round_times(record: dict) -> list[float]:
+    """Raw per-round times (s) of a measured record; [] otherwise."""
+    stats = record.get("stats") or {}
+    return list(stats.get("data") or [])
+
+
+def throughput_samples(record: dict) -> list[float]:
+    """Per-round global throughput (samples/s) of a measured record."""
+    e = record["extra_info"]
+    n = e.get("global_batch", 0) * e.get("steps_per_round", 0)
+    return [n / t for t in round_times(record) if t > 0]
+
+
+def tidy_rows(doc: dict) -> list[dict]:
+    """One row per case with ``COLUMNS``; None = not measured (never 0 for unknown)."""
+    run_id = doc.get("run", {}).get("id")
+    rows = []
+    for r in records(doc):
+        e = r["extra_info"]
+        row = {c: e.get(c) for c in COLUMNS}
+        row["run_id"] = run_id
+        rows.append(row)
+    return rows

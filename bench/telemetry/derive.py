@@ -1,0 +1,57 @@
+"""Per-case figures derived from a window's Measurement (names as in the CSV)."""
+
+from __future__ import annotations
+
+import statistics
+
+from bench.telemetry.base import Measurement
+
+
+def derive(m: Measurement, samples: int, idle_power_w: float | None) -> dict:
+    """Energy per sample, samples per joule, energy above idle, GPU and host summaries.
+
+    ``samples`` are the global samples processed in the window; ``idle_power_w`` the summed
+    idle power of the GPUs used (None where unknown). Missing inputs give None, never 0.
+    """
+    e = m.energy_j
+    gpus = m.gpus
+    reasons = sorted({f"{g.name}: {k}: {v}" for g in gpus for k, v in g.reasons.items()})
+    status = m.gpu_telemetry
+    if status.startswith("ok") and reasons:
+        status = f"partial: {'; '.join(reasons)}"
+    util = [g.util_mean_pct for g in gpus if g.util_mean_pct is not None]
+    sm = [g.sm_clock_mhz_median for g in gpus if g.sm_clock_mhz_median is not None]
+    temps = [g.temp_max_c for g in gpus if g.temp_max_c is not None]
+    mem = [g.nvml_memory_used_bytes for g in gpus]
+    throttle = sorted({r for g in gpus for r in g.throttle_reasons})
+    sources = sorted({g.energy_source for g in gpus if g.energy_source})
+    h = m.host
+    return {
+        "energy_j": e,
+        "energy_j_per_sample": e / samples if e is not None and samples else None,
+        "samples_per_joule": samples / e if e else None,
+        "energy_above_idle_j": e - idle_power_w * m.duration_s if e is not None and idle_power_w is not None else None,
+        "power_mean_w": m.power_mean_w,
+        "power_max_w": m.power_max_w,
+        "idle_power_w": idle_power_w,
+        "gpu_util_mean_pct": statistics.fmean(util) if util and len(util) == len(gpus) else None,
+        "sm_clock_mhz_median": statistics.median(sm) if sm and len(sm) == len(gpus) else None,
+        "temp_max_c": max(temps) if temps else None,
+        "throttle_reasons": ",".join(throttle) if gpus else None,
+        "gpu_telemetry": status,
+        "nvml_memory_used_bytes": sum(x for x in mem if x is not None) if mem and None not in mem else None,
+        "host_cpu_util_pct": h.host_cpu_util_pct,
+        "process_cpu_util_pct": h.process_cpu_util_pct,
+        "host_peak_rss_bytes": h.host_peak_rss_bytes,
+        "cpu_energy_j": h.cpu_energy_j,
+        "cpu_energy_reason": h.cpu_energy_reason,
+        "energy_source": ",".join(sources) if sources else None,
+        "telemetry_window_s": m.duration_s,
+        "telemetry": {
+            "window_s": m.duration_s,
+            "gpu_telemetry": m.gpu_telemetry,
+            "sampler_error": m.sampler_error,
+            "gpus": [g.to_dict() for g in gpus],
+            "host": h.to_dict(),
+        },
+    }

@@ -1,0 +1,70 @@
+"""What every workload provides: sizes per profile, a Keras model, synthetic data, FLOPs.
+
+Only Keras 3 APIs and NumPy are used here, so the models stay backend-neutral.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import keras
+
+PROFILES = ("smoke", "standard", "large")
+MODES = ("train", "infer")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A parametrised model family.
+
+    Attributes:
+        name: short name used in case ids (``mlp``, ``cnn``, ``transformer``).
+        description: one line for reports.
+        sizes: profile name -> size object (a frozen dataclass of the family's knobs).
+        batch: profile name -> default per-replica batch size (samples).
+        build: size -> uncompiled ``keras.Model`` mapping inputs to float32 logits.
+        input_shape: size -> per-sample input shape.
+        num_classes: size -> number of output classes (labels are int32 class ids).
+        forward_flops: size -> analytic forward FLOPs per sample (2 per multiply-add, 1 per
+            bias add; activations, normalisation and softmax are not counted).
+    """
+
+    name: str
+    description: str
+    sizes: Mapping[str, Any]
+    batch: Mapping[str, int]
+    build: Callable[[Any], keras.Model]
+    input_shape: Callable[[Any], tuple[int, ...]]
+    num_classes: Callable[[Any], int]
+    forward_flops: Callable[[Any], int]
+
+    def size(self, profile: str) -> Any:
+        """The size object of ``profile``."""
+        return self.sizes[profile]
+
+    def flops_per_sample(self, size: Any, mode: str) -> int:
+        """Analytic FLOPs per sample: forward for ``infer``, ~3x forward for ``train``.
+
+        Training counts the forward pass, the gradient w.r.t. activations and the gradient
+        w.r.t. weights, each about as costly as the forward pass.
+        """
+        fwd = self.forward_flops(size)
+        return fwd if mode == "infer" else 3 * fwd
+
+    def make_batch(self, size: Any, batch: int, seed: int = 0) -> tuple[Any, Any]:
+        """Synthetic inputs and labels, created on the current device scope.
+
+        Returns:
+            (x, y): x float32 of shape (batch, *input_shape), y int32 class ids of shape (batch,).
+        """
+        shape = (batch, *self.input_shape(size))
+        x = keras.random.normal(shape, dtype="float32", seed=seed)
+        y = keras.random.randint((batch,), 0, self.num_classes(size), dtype="int32", seed=seed + 1)
+        return x, y
+
+
+def dense_flops(n_in: int, n_out: int, bias: bool = True) -> int:
+    """Forward FLOPs per sample of a dense layer: 2 per multiply-add plus 1 per bias add."""
+    return 2 * n_in * n_out + (n_out if bias else 0)

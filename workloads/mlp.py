@@ -1,0 +1,54 @@
+"""Dense multi-layer perceptron: the matmul-bound workload."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import keras
+
+from workloads.base import Workload, dense_flops
+
+
+@dataclass(frozen=True)
+class MLPSize:
+    """Knobs of the MLP: input features, hidden widths, output classes."""
+
+    features: int
+    hidden: tuple[int, ...]
+    classes: int
+
+
+SIZES = {
+    "smoke": MLPSize(features=256, hidden=(512, 512), classes=10),
+    "standard": MLPSize(features=4096, hidden=(4096, 4096, 4096, 4096), classes=1000),
+    "large": MLPSize(features=8192, hidden=(8192,) * 6, classes=1000),
+}
+BATCH = {"smoke": 64, "standard": 1024, "large": 2048}
+
+
+def build(size: MLPSize) -> keras.Model:
+    """ReLU MLP; the logits layer computes in float32 under mixed precision."""
+    inputs = keras.Input((size.features,), name="features")
+    x = inputs
+    for i, width in enumerate(size.hidden):
+        x = keras.layers.Dense(width, activation="relu", name=f"dense_{i}")(x)
+    logits = keras.layers.Dense(size.classes, dtype="float32", name="logits")(x)
+    return keras.Model(inputs, logits, name="mlp")
+
+
+def forward_flops(size: MLPSize) -> int:
+    """Forward FLOPs per sample."""
+    widths = (size.features, *size.hidden, size.classes)
+    return sum(dense_flops(a, b) for a, b in zip(widths[:-1], widths[1:]))
+
+
+MLP = Workload(
+    name="mlp",
+    description="dense MLP (ReLU), matmul-bound",
+    sizes=SIZES,
+    batch=BATCH,
+    build=build,
+    input_shape=lambda s: (s.features,),
+    num_classes=lambda s: s.classes,
+    forward_flops=forward_flops,
+)
