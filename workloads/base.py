@@ -9,8 +9,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import keras
-
 PROFILES = ("smoke", "standard", "large")
 MODES = ("train", "infer")
 
@@ -35,7 +33,7 @@ class Workload:
     description: str
     sizes: Mapping[str, Any]
     batch: Mapping[str, int]
-    build: Callable[[Any], keras.Model]
+    build: Callable[[Any], Any]
     input_shape: Callable[[Any], tuple[int, ...]]
     num_classes: Callable[[Any], int]
     forward_flops: Callable[[Any], int]
@@ -59,6 +57,8 @@ class Workload:
         Returns:
             (x, y): x float32 of shape (batch, *input_shape), y int32 class ids of shape (batch,).
         """
+        import keras
+
         shape = (batch, *self.input_shape(size))
         x = keras.random.normal(shape, dtype="float32", seed=seed)
         y = keras.random.randint((batch,), 0, self.num_classes(size), dtype="int32", seed=seed + 1)

@@ -8,8 +8,7 @@ batch normalisation after each) is the model of NVIDIA's and MLPerf's published 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import keras
+from typing import Any
 
 from workloads.base import Workload, dense_flops
 
@@ -48,6 +47,8 @@ EXPANSION = 4
 
 
 def _conv_bn(x, filters: int, kernel: int, stride: int, name: str, relu: bool = True):
+    import keras
+
     x = keras.layers.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False, name=f"{name}_conv")(x)
     x = keras.layers.BatchNormalization(epsilon=1e-5, name=f"{name}_bn")(x)
     return keras.layers.ReLU(name=f"{name}_relu")(x) if relu else x
@@ -57,8 +58,10 @@ def _stage_strides(size: CNNSize) -> list[int]:
     return [1] + [2] * (len(size.blocks) - 1)
 
 
-def build(size: CNNSize) -> keras.Model:
+def build(size: CNNSize) -> Any:
     """ResNet v1.5 with bottleneck blocks; logits in float32."""
+    import keras
+
     inputs = keras.Input((size.image, size.image, size.channels), name="images")
     x = _conv_bn(inputs, size.widths[0], size.stem_kernel, size.stem_stride, "stem")
     if size.stem_pool:

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import keras
+from typing import Any
 
 from workloads.base import Workload, dense_flops
 
@@ -26,8 +25,10 @@ SIZES = {
 BATCH = {"smoke": 64, "standard": 1024, "large": 2048}
 
 
-def build(size: MLPSize) -> keras.Model:
+def build(size: MLPSize) -> Any:
     """ReLU MLP; the logits layer computes in float32 under mixed precision."""
+    import keras
+
     inputs = keras.Input((size.features,), name="features")
     x = inputs
     for i, width in enumerate(size.hidden):

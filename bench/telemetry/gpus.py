@@ -294,6 +294,7 @@ class _GPUWindow:
         self.mem: list[float] = []
         self.temp: list[float] = []
         self.mask = 0
+        self.last_t: float | None = None
 
     def _read(self, metric: str, fn: Callable[[], Any]) -> Any:
         if self.lost or metric in self.reasons:
@@ -312,6 +313,7 @@ class _GPUWindow:
         self.sample(t)
 
     def sample(self, t: float) -> None:
+        self.last_t = t
         p = self._read("instant_power", lambda: instant_power_w(self.h))
         if p is not None:
             self.power.append((t - self.t0, p))
@@ -333,7 +335,8 @@ class _GPUWindow:
             self.mask |= m
 
     def end(self, t: float) -> GPUReading:
-        self.sample(t)
+        if self.last_t is None or t > self.last_t:
+            self.sample(t)
         duration = t - self.t0
         e1 = self._read("energy_counter", lambda: call(pynvml.nvmlDeviceGetTotalEnergyConsumption, self.h))
         limit = self._read("power_limit", lambda: call(pynvml.nvmlDeviceGetEnforcedPowerLimit, self.h) / 1000.0)

@@ -1,0 +1,65 @@
+import pytest
+
+from bench.cases import Case, DeviceConfig, expand, parse_device_spec
+from bench.errors import UserError
+
+
+def case(**kw):
+    base = dict(workload="cnn", mode="train", device_kind="gpu", device_count=2, virtual=False,
+                precision="mixed_bfloat16", xla=True, per_replica_batch=64)
+    return Case(**{**base, **kw})
+
+
+@pytest.mark.parametrize(
+    "kw, expected",
+    [
+        ({}, "cnn-train-gpu2-mixed_bfloat16-xla-b64"),
+        ({"device_kind": "cpu", "device_count": 1, "xla": False, "precision": "fp32"}, "cnn-train-cpu-fp32-b64"),
+        ({"device_kind": "cpu", "virtual": True, "xla": False}, "cnn-train-cpu2-virtual-mixed_bfloat16-b64"),
+        ({"device_count": 1, "mode": "infer", "per_replica_batch": 1}, "cnn-infer-gpu1-mixed_bfloat16-xla-b1"),
+        ({"virtual": True, "device_count": 4}, "cnn-train-gpu4-virtual-mixed_bfloat16-xla-b64"),
+    ],
+)
+def test_case_id_is_derived_from_fields(kw, expected):
+    assert case(**kw).id == expected
+
+
+def test_case_round_trips_through_dict_and_global_batch_is_weak_scaling():
+    c = case()
+    assert Case.from_dict({**c.to_dict(), "extra": 1}) == c
+    assert c.global_batch == 128
+
+
+@pytest.mark.parametrize(
+    "kw, msg",
+    [({"mode": "eval"}, "mode must be"), ({"precision": "fp8"}, "precision must be"),
+     ({"per_replica_batch": 0}, "positive"), ({"device_kind": "tpu"}, "device kind"),
+     ({"device_kind": "cpu", "device_count": 2}, "virtual")],
+)
+def test_invalid_cases_are_user_errors(kw, msg):
+    with pytest.raises(UserError, match=msg):
+        case(**kw)
+
+
+@pytest.mark.parametrize("text, dev", [("cpu", DeviceConfig("cpu")), ("gpu", DeviceConfig("gpu", 1)), ("GPU:4", DeviceConfig("gpu", 4))])
+def test_parse_device_spec(text, dev):
+    assert parse_device_spec(text) == dev
+
+
+@pytest.mark.parametrize("text", ["gpu:0", "gpu:x", "tpu", "cpu:2", ""])
+def test_parse_device_spec_rejects(text):
+    with pytest.raises(UserError, match="device must be"):
+        parse_device_spec(text)
+
+
+def test_matrix_expansion_order_and_batch1_latency_cases():
+    devs = [DeviceConfig("cpu"), DeviceConfig("gpu", 1)]
+    cases = expand(["mlp", "cnn"], ["train", "infer"], devs, ["fp32", "mixed_bfloat16"], [False, True],
+                   {"mlp": 32, "cnn": 8}, latency_batch1=True)
+    # 2 workloads x (train: 1 batch + infer: 2 batches) x 2 devices x 2 precisions x 2 xla
+    assert len(cases) == 2 * 3 * 2 * 2 * 2
+    assert cases[0].id == "mlp-train-cpu-fp32-b32"
+    assert cases[1].id == "mlp-train-cpu-fp32-xla-b32"
+    assert "mlp-infer-gpu1-mixed_bfloat16-b1" in {c.id for c in cases}
+    assert not any(c.mode == "train" and c.per_replica_batch == 1 for c in cases)
+    assert len({c.id for c in cases}) == len(cases)

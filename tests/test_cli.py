@@ -1,0 +1,87 @@
+"""The CLI's errors: one line, exit code 2, no traceback, nothing on disk changed."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_storage import doc
+
+from bench import storage
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def snapshot(folder: Path):
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.fixture
+def results(tmp_path):
+    d = tmp_path / "results"
+    d.mkdir()
+    storage.write_atomic(d / "r1.json", doc())
+    (d / "truncated.json").write_text('{"schema_version": 1, "bench')
+    (d / "foreign.json").write_text(json.dumps({"hello": "world"}))
+    return d
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["run", "--profile", "huge"], "unknown profile 'huge'; expected one of: smoke, standard, large"),
+        (["run", "--workloads", "mlp,gan"], "unknown workload 'gan'"),
+        (["run", "--precisions", "fp8"], "unknown precision 'fp8'"),
+        (["run", "--modes", "eval"], "unknown mode 'eval'"),
+        (["run", "--devices", "tpu"], "device must be 'cpu' or 'gpu:K'"),
+        (["run", "--batch-size", "0"], "expected a positive integer, got 0"),
+        (["run", "--batch-size", "-3"], "expected a positive integer"),
+        (["run", "--xla", "maybe"], "--xla must be one of off, on, both"),
+        (["run", "--virtual-devices", "1"], "--virtual-devices must be 0 (off) or >= 2"),
+        (["run", "--resume", "nope"], "no such results file"),
+        (["run", "--resume", "../etc/passwd"], "run id must be"),
+        (["run", "--resume", "truncated"], "not valid JSON"),
+        (["export", "RESULTS/truncated.json"], "not valid JSON"),
+        (["export", "RESULTS/foreign.json"], "not an accelbench results file"),
+        (["export", "RESULTS/r1.json", "--format", "xlsx"], "--format must be csv"),
+        (["report", "RESULTS/missing.json"], "no such results file"),
+        (["report", "RESULTS/r1.json", "--baseline", "RESULTS/foreign.json"], "not an accelbench results file"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(results, args, expected):
+    before = snapshot(results)
+    args = [a.replace("RESULTS", str(results)) for a in args]
+    r = cli(*args, "--results-dir", str(results)) if args[0] == "run" else cli(*args, cwd=results.parent)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("accelbench: error: ") and expected in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert snapshot(results) == before
+
+
+@pytest.mark.slow
+def test_gpu_count_the_machine_does_not_have(results):
+    r = cli("run", "--devices", "gpu:4", "--results-dir", str(results))
+    assert r.returncode == 2
+    assert "asks for 4 GPUs; this machine has 0 visible to TensorFlow" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_export_csv_has_the_contract_columns(results, tmp_path):
+    out = tmp_path / "x.csv"
+    r = cli("export", str(results / "r1.json"), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    header = out.read_text().splitlines()[0].split(",")
+    assert header[:14] == ["run_id", "case_id", "workload", "mode", "device_kind", "device_count", "virtual", "precision",
+                           "math_mode", "xla", "per_replica_batch", "global_batch", "status", "reason"]
+    for col in ("samples_per_s_ci_low", "compile_s", "peak_tflops_measured", "energy_j_per_sample", "gpu_telemetry"):
+        assert col in header
+    rows = out.read_text().splitlines()[1:]
+    unsupported = next(r for r in rows if "tf32" in r)
+    assert ",0," not in unsupported.replace("device_count", "")  # unknown figures are empty cells, not 0
+    assert cli("export", str(results / "r1.json")).stdout == out.read_text()

@@ -1,0 +1,100 @@
+"""Real smoke runs in a subprocess: TensorFlow on this CPU, virtual devices, resume, kill -9."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench import storage
+
+pytestmark = pytest.mark.slow
+
+ARGS = ["run", "--profile", "smoke", "--workloads", "mlp", "--precisions", "fp32,mixed_bfloat16", "--virtual-devices", "2"]
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    d = tmp_path_factory.mktemp("e2e")
+    r = subprocess.run([sys.executable, "-m", "bench", *ARGS, "--results-dir", str(d / "results"), "--reports-dir", str(d / "reports")],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (path,) = (d / "results").glob("*.json")
+    return d, path, r
+
+
+def test_smoke_run_measures_cpu_and_virtual_cases(smoke):
+    _, path, r = smoke
+    doc = storage.load(path)
+    status = {storage.case_id_of(x): x["extra_info"]["status"] for x in storage.records(doc)}
+    ok = {c for c, s in status.items() if s == "ok"}
+    assert ok == {f"mlp-{m}-{d}-{p}-b64" for m in ("train", "infer") for d in ("cpu", "cpu2-virtual") for p in ("fp32", "mixed_bfloat16")}
+    assert status["mlp-train-gpu1-fp32-b64"] == "unsupported"
+    assert len(status) == 12 and doc["run"]["status"] == "complete"
+    # the console table and the report path were printed
+    assert "mlp-train-cpu-mixed_bfloat16-b64" in r.stdout and "vs CPU fp32" in r.stdout
+    assert "report: " in r.stdout
+
+
+def test_smoke_figures_are_sane_and_measured_right(smoke):
+    doc = storage.load(smoke[1])
+    for rec in doc["benchmarks"]:
+        e = rec["extra_info"]
+        assert e["rounds"] >= 6 and len(rec["stats"]["data"]) == e["rounds"]
+        assert e["samples_per_s_ci_low"] <= e["samples_per_s"] <= e["samples_per_s_ci_high"]
+        assert e["compile_s"] > 0 and e["peak_tflops_measured"] > 0 and 0 < e["mfu_measured"]
+        assert e["math_mode"] == ("fp32" if e["precision"] == "fp32" else "bf16 compute, float32 variables")
+        assert e["virtual"] == ("virtual" in e["case_id"])
+        assert e["global_batch"] == 64 * e["device_count"]
+        if e["mode"] == "infer":
+            assert e["latency_p50_s"] <= e["latency_p99_s"]
+        else:
+            assert e["loss_final"] > 0
+        # telemetry on a CPU-only machine: host filled, GPU empty with the reason
+        assert e["host_peak_rss_bytes"] > 100 * 2**20 and e["host_cpu_util_pct"] > 0 and e["device_peak_mem_bytes"] > 0
+        assert e["energy_j"] is None and e["power_mean_w"] is None
+        assert e["gpu_telemetry"].startswith("unavailable: CPU case")
+        assert e["cpu_energy_j"] is None and e["cpu_energy_reason"]
+    unsupported = [x for x in doc["unmeasured"] if x["extra_info"]["status"] == "unsupported"]
+    assert all(x["extra_info"]["reason"] for x in unsupported)
+
+
+def test_resume_runs_only_missing_cases(smoke):
+    d, path, _ = smoke
+    doc = storage.load(path)
+    keep = {storage.case_id_of(x): x["stats"]["data"] for x in doc["benchmarks"]}
+    gone = "mlp-infer-cpu-mixed_bfloat16-b64"
+    doc["benchmarks"] = [x for x in doc["benchmarks"] if storage.case_id_of(x) != gone]
+    storage.write_atomic(path, doc)
+    r = subprocess.run([sys.executable, "-m", "bench", "run", "--resume", path.stem, "--results-dir", str(path.parent), "--no-report"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    after = storage.load(path)
+    data = {storage.case_id_of(x): x["stats"]["data"] for x in after["benchmarks"]}
+    assert set(data) == set(keep)
+    assert all(data[c] == keep[c] for c in keep if c != gone)  # untouched
+    assert data[gone] != keep[gone]  # measured again
+
+
+def test_kill_9_leaves_a_valid_file_with_finished_cases(tmp_path):
+    res = tmp_path / "results"
+    p = subprocess.Popen([sys.executable, "-m", "bench", "run", "--profile", "smoke", "--workloads", "mlp,cnn", "--devices", "cpu",
+                          "--precisions", "fp32", "--results-dir", str(res), "--no-report"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    try:
+        while time.time() < deadline:
+            files = list(res.glob("*.json"))
+            if files and json.loads(files[0].read_text())["benchmarks"]:
+                break
+            time.sleep(0.2)
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    (f,) = res.glob("*.json")
+    doc = storage.load(f)
+    assert doc["benchmarks"] and doc["run"]["status"] == "running"
+    assert len(doc["run"]["planned"]) == 4

@@ -1,0 +1,310 @@
+"""Telemetry against a fake NVML (hardware boundary only) and a fake sysfs tree."""
+
+import threading
+import time
+from pathlib import Path
+
+import pynvml
+import pytest
+from fake_nvml import FakeGPU
+
+from bench.telemetry import HostMonitor, Window, derive, gpus, open_gpus
+from bench.telemetry.host import Rapl
+
+A = FakeGPU(name="NVIDIA H100 80GB HBM3", uuid="GPU-aaaa1111", bus_id="00000000:3B:00.0", load_w=300.0)
+B = FakeGPU(name="NVIDIA H100 80GB HBM3", uuid="GPU-bbbb2222", bus_id="00000000:1A:00.0", load_w=500.0)
+
+
+class NullHost:
+    def begin(self, t):
+        pass
+
+    def sample(self, t):
+        pass
+
+    def end(self, t):
+        from bench.telemetry.base import HostReading
+
+        return HostReading(t, None, None, None, None, None, "fake", "none")
+
+
+def run_window(source, clock, seconds=10.0, step=0.1):
+    w = Window(source, NullHost(), clock=clock, threaded=False)
+    w.begin()
+    for _ in range(int(round(seconds / step))):
+        clock.advance(step)
+        w.sample_now()
+    return w.end()
+
+
+def test_energy_from_counter_delta_is_exact(fake_nvml, clock):
+    fake_nvml([FakeGPU(load_w=500.0)])
+    src = open_gpus([0], env={})
+    m = run_window(src, clock)
+    (g,) = m.gpus
+    assert g.energy_source == "counter"
+    assert g.energy_j == pytest.approx(5000.0, abs=1e-3)
+    assert m.power_mean_w == pytest.approx(500.0, abs=1e-4)
+    assert g.power_max_w == pytest.approx(500.0)
+    assert m.gpu_telemetry == "ok: 1 GPU(s) via NVML"
+
+
+def test_mean_power_is_energy_over_time_not_mean_of_samples(fake_nvml, clock):
+    # idle 70 W for 2 s, then 500 W for 8 s; only the two window-edge samples
+    fake_nvml([FakeGPU(idle_w=70.0, load_w=500.0, load_at=clock() + 2.0)])
+    src = open_gpus([0], env={})
+    w = Window(src, NullHost(), clock=clock, threaded=False)
+    w.begin()
+    clock.advance(10.0)
+    (g,) = w.end().gpus
+    assert g.energy_j == pytest.approx(70 * 2 + 500 * 8, abs=1e-3)
+    assert g.power_mean_w == pytest.approx(414.0, abs=1e-4)  # the mean of the two samples would be 285
+
+
+def test_integrated_instant_power_when_no_energy_counter(fake_nvml, clock):
+    fake_nvml([FakeGPU(load_w=250.0, unsupported={"energy"})])
+    (g,) = run_window(open_gpus([0], env={}), clock).gpus
+    assert g.energy_source == "integrated instant power"
+    assert g.energy_j == pytest.approx(2500.0, rel=1e-9)
+    assert "energy_counter" in g.reasons
+    assert len(g.power_trace) == 101
+
+
+def test_falls_back_to_one_second_average_power_without_instant_field(fake_nvml, clock):
+    fake_nvml([FakeGPU(load_w=400.0, unsupported={"energy", "instant"})])
+    (g,) = run_window(open_gpus([0], env={}), clock).gpus
+    assert g.energy_source == "integrated 1s-average power"
+    assert g.energy_j == pytest.approx(4000.0, rel=1e-6)
+    assert g.reasons["instant_power"] == "not supported by this GPU"
+
+
+def test_instant_field_return_code_is_checked(fake_nvml, clock):
+    fake_nvml([FakeGPU(unsupported={"instant"})])
+    with pytest.raises(gpus.MetricUnsupported):
+        gpus.instant_power_w(gpus.pynvml.gpus[0])
+
+
+def test_multi_gpu_energy_sums_and_per_gpu_readings(fake_nvml, clock):
+    fake_nvml([A, B])
+    src = open_gpus([0, 1], env={})
+    m = run_window(src, clock)
+    # bus order: B (1a) is CUDA/TF GPU 0, A (3b) is GPU 1
+    assert [g.uuid for g in m.gpus] == ["GPU-bbbb2222", "GPU-aaaa1111"]
+    assert m.energy_j == pytest.approx(8000.0, abs=1e-3)
+    assert m.power_mean_w == pytest.approx(800.0, abs=1e-4)
+    assert m.power_max_w == pytest.approx(800.0)
+
+
+@pytest.mark.parametrize(
+    "cvd, expected",
+    [
+        (None, ["GPU-bbbb2222", "GPU-aaaa1111"]),
+        ("1", ["GPU-aaaa1111"]),
+        ("1,0", ["GPU-aaaa1111", "GPU-bbbb2222"]),
+        ("GPU-aaaa", ["GPU-aaaa1111"]),
+        ("GPU-bbbb2222,GPU-aaaa1111", ["GPU-bbbb2222", "GPU-aaaa1111"]),
+        ("0,7,1", ["GPU-bbbb2222"]),  # CUDA stops at the first invalid index
+        ("", []),
+    ],
+)
+def test_tensorflow_gpus_map_to_nvml_by_bus_order_or_uuid(fake_nvml, cvd, expected):
+    fake_nvml([A, B])  # NVML index order: A, B; PCI bus order: B, A
+    found = gpus.discover()
+    env = {} if cvd is None else {"CUDA_VISIBLE_DEVICES": cvd}
+    assert [g.uuid for g in gpus.visible_gpus(found.gpus, env)] == expected
+
+
+def test_mig_and_ambiguous_uuid_are_reasons_not_guesses(fake_nvml):
+    fake_nvml([A, B])
+    found = gpus.discover()
+    assert "MIG" in gpus.visible_gpus(found.gpus, {"CUDA_VISIBLE_DEVICES": "MIG-1234"})
+    assert "matches 2 GPUs" in gpus.visible_gpus(found.gpus, {"CUDA_VISIBLE_DEVICES": "GPU-"})
+    src = open_gpus([0], env={"CUDA_VISIBLE_DEVICES": "MIG-1234"})
+    assert src.status.startswith("unavailable: CUDA_VISIBLE_DEVICES names MIG")
+
+
+def test_bus_ids_are_normalised():
+    assert gpus.normalize_bus_id("00000000:3B:00.0") == "0000:3b:00.0"
+    assert gpus.normalize_bus_id("0000:3b:00.0") == "0000:3b:00.0"
+
+
+def test_throttle_reasons_decoded_and_fallback_to_deprecated_call(fake_nvml, clock):
+    fake = fake_nvml([FakeGPU(reasons=0x4 | 0x40 | 0x10000, unsupported={"clock_events"})])
+    (g,) = run_window(open_gpus([0], env={}), clock, seconds=1.0).gpus
+    assert g.throttle_reasons == ("sw_power_cap", "hw_thermal_slowdown", "0x10000")
+    assert "ThrottleReasons" in fake.calls
+    assert gpus.decode_reasons(0) == ()
+
+
+def test_memory_v2_with_v1_fallback(fake_nvml, clock):
+    fake_nvml([FakeGPU(memory_used=2 * 2**30)])
+    (g,) = run_window(open_gpus([0], env={}), clock, seconds=0.5).gpus
+    assert (g.nvml_memory_used_bytes, g.nvml_memory_version) == (2 * 2**30, "v2")
+    fake_nvml([FakeGPU(memory_used=2 * 2**30, unsupported={"memory_v2", "temperature_v"})])
+    (g,) = run_window(open_gpus([0], env={}), clock, seconds=0.5).gpus
+    assert (g.nvml_memory_used_bytes, g.nvml_memory_version) == (2 * 2**30 + 512 * 2**20, "v1")
+    assert g.temp_max_c == 61.0  # deprecated temperature call as fallback
+
+
+def test_clocks_temperature_limit_and_utilisation(fake_nvml, clock):
+    fake_nvml([FakeGPU()])
+    (g,) = run_window(open_gpus([0], env={}), clock, seconds=1.0).gpus
+    assert (g.sm_clock_mhz_median, g.mem_clock_mhz_median, g.temp_max_c) == (1980, 2619, 61)
+    assert g.power_limit_w == 700.0
+    assert g.util_mean_pct == 97
+
+
+@pytest.mark.parametrize(
+    "code, reason",
+    [(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "NVML library not found"), (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "NVIDIA driver not loaded")],
+)
+def test_no_library_or_driver_degrades_to_empty_with_reason(fake_nvml, clock, code, reason):
+    fake_nvml([FakeGPU()], init_error=code)
+    src = open_gpus([0], env={})
+    assert src.status == f"unavailable: {reason}"
+    m = run_window(src, clock, seconds=0.5)
+    assert m.gpus == [] and m.energy_j is None and m.power_mean_w is None
+    d = derive(m, samples=100, idle_power_w=None)
+    assert d["energy_j"] is None and d["energy_j_per_sample"] is None and d["gpu_telemetry"] == f"unavailable: {reason}"
+
+
+def test_gpu_lost_mid_window_leaves_fields_empty_with_reason(fake_nvml, clock):
+    fake_nvml([FakeGPU(lost_at=clock() + 3.0)])
+    m = run_window(open_gpus([0], env={}), clock, seconds=6.0)
+    (g,) = m.gpus
+    assert g.energy_j is None and g.power_mean_w is None and g.util_mean_pct is None
+    assert g.reasons["gpu"] == "GPU lost during the window"
+    d = derive(m, samples=10, idle_power_w=70.0)
+    assert d["energy_j"] is None and d["gpu_telemetry"].startswith("partial:")
+
+
+def test_derived_energy_figures(fake_nvml, clock):
+    fake_nvml([FakeGPU(load_w=500.0)])
+    m = run_window(open_gpus([0], env={}), clock)
+    d = derive(m, samples=20000, idle_power_w=70.0)
+    assert d["energy_j"] == pytest.approx(5000.0, abs=1e-3)
+    assert d["energy_j_per_sample"] == pytest.approx(0.25, abs=1e-7)
+    assert d["samples_per_joule"] == pytest.approx(4.0, abs=1e-6)
+    assert d["energy_above_idle_j"] == pytest.approx(5000.0 - 700.0, abs=1e-3)
+    assert d["throttle_reasons"] == "sw_power_cap"
+    assert d["telemetry"]["gpus"][0]["power_trace"][0] == [0.0, 500.0]
+
+
+def test_idle_power_measured_with_fake_clock(fake_nvml, clock):
+    fake_nvml([FakeGPU(idle_w=65.0, load_at=1e9)])
+    found = gpus.discover()
+    idle = gpus.idle_power_w(found.gpus, seconds=1.0, clock=clock, sleep=clock.advance)
+    assert idle == {"GPU-00000000-0000-0000-0000-000000000000": pytest.approx(65.0, abs=1e-6)}
+
+
+def test_capabilities_are_asked_of_the_device(fake_nvml):
+    fake_nvml([FakeGPU(unsupported={"energy", "memory_v2"})])
+    (g,) = gpus.discover().gpus
+    assert g.capabilities["energy_counter"] == "no: not supported by this GPU"
+    assert g.capabilities["memory_v2"].startswith("no: not in this driver")
+    assert g.capabilities["instant_power"] == "yes"
+
+
+def test_long_power_trace_is_downsampled(fake_nvml, clock):
+    fake_nvml([FakeGPU()])
+    (g,) = run_window(open_gpus([0], env={}), clock, seconds=120.0).gpus
+    assert len(g.power_trace) == gpus.MAX_TRACE_POINTS
+    assert g.samples == 1201
+
+
+class Exploding:
+    status = "ok: fake"
+
+    def __init__(self):
+        self.n = 0
+
+    def begin(self, t):
+        pass
+
+    def sample(self, t):
+        self.n += 1
+        if self.n >= 2:
+            raise RuntimeError("sensor fell off")
+
+    def end(self, t):
+        return []
+
+
+def test_sampler_thread_runs_stops_and_survives_a_failing_sensor():
+    src = Exploding()
+    w = Window(src, NullHost(), interval_s=0.1)
+    w.begin()
+    time.sleep(0.45)
+    m = w.end()
+    assert src.n == 2
+    assert m.sampler_error == "sampler stopped: RuntimeError: sensor fell off"
+    assert not any(t.name == "accelbench-sampler" for t in threading.enumerate())
+
+
+def test_sampler_rate_is_capped_at_10_hz():
+    assert Window(Exploding(), NullHost(), interval_s=0.01).interval_s == 0.1
+
+
+def test_sampler_stops_on_exceptions_in_the_timed_block():
+    w = Window(Exploding(), NullHost(), interval_s=0.1)
+    with pytest.raises(KeyboardInterrupt), w:
+        raise KeyboardInterrupt
+    assert w._thread is None
+
+
+def _rapl_tree(root: Path, values: dict[str, tuple[int, int]]):
+    for name, (energy, max_range) in values.items():
+        d = root / name
+        d.mkdir(parents=True)
+        (d / "energy_uj").write_text(str(energy))
+        (d / "max_energy_range_uj").write_text(str(max_range))
+
+
+def test_rapl_sums_packages_and_handles_wrap(tmp_path):
+    _rapl_tree(tmp_path, {"intel-rapl:0": (990_000, 1_000_000), "intel-rapl:1": (5_000, 1_000_000), "intel-rapl:0:0": (1, 10)})
+    r = Rapl(tmp_path)
+    assert r.available and len(r.domains) == 2
+    r.begin()
+    (tmp_path / "intel-rapl:0" / "energy_uj").write_text("10000")  # wrapped: +20 000 uJ
+    (tmp_path / "intel-rapl:1" / "energy_uj").write_text("7000")  # +2 000 uJ
+    r.sample()
+    assert r.energy_j() == pytest.approx(0.022)
+
+
+@pytest.mark.parametrize("setup, reason", [("missing", "no "), ("empty", "no RAPL package domains"), ("denied", "permission denied")])
+def test_rapl_unavailable_reasons(tmp_path, monkeypatch, setup, reason):
+    root = tmp_path / "powercap"
+    if setup != "missing":
+        root.mkdir()
+    if setup == "denied":
+        _rapl_tree(root, {"intel-rapl:0": (1, 10)})
+        real = Path.read_text
+
+        def deny(self, *a, **k):
+            if self.name == "energy_uj":
+                raise PermissionError(13, "Permission denied")
+            return real(self, *a, **k)
+
+        monkeypatch.setattr(Path, "read_text", deny)
+    r = Rapl(root)
+    assert not r.available and r.reason.startswith(reason)
+    r.begin()
+    r.sample()
+    assert r.energy_j() is None
+
+
+def test_host_monitor_measures_rss_and_cpu(tmp_path):
+    h = HostMonitor(powercap_root=tmp_path / "none")
+    h.reset_peak()
+    h.begin(time.monotonic())
+    blob = bytearray(64 * 2**20)  # touch 64 MiB
+    for i in range(0, len(blob), 4096):
+        blob[i] = 1
+    t0 = time.process_time()
+    while time.process_time() - t0 < 0.2:
+        pass
+    r = h.end(time.monotonic())
+    assert r.host_peak_rss_bytes >= 64 * 2**20
+    assert r.process_cpu_util_pct > 0 and r.host_cpu_util_pct > 0
+    assert r.cpu_energy_j is None and r.cpu_energy_reason.startswith("no ")
+    del blob
