@@ -36,4 +36,5 @@ def lint(session: nox.Session) -> None:
     """ruff (lint + format check) and mypy on bench/ and workloads/."""
     session.install(".", *nox.project.dependency_groups(PYPROJECT, "lint"))
     session.run("ruff", "check", "bench", "workloads", "tests", "noxfile.py")
+    session.run("ruff", "format", "--check", "bench", "workloads", "tests", "noxfile.py")
     session.run("mypy", "bench", "workloads")

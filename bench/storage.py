@@ -160,6 +160,9 @@ def write_atomic(path: str | Path, doc: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # an ordinary file, not mkstemp's 0600
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(_clean(doc), f, indent=1, allow_nan=False)

@@ -45,7 +45,9 @@ class FakeGPU:
     temp_c: int = 61
     limit_mw: int = 700_000
     reasons: int = 0x4  # sw_power_cap
-    unsupported: set[str] = field(default_factory=set)  # energy, instant, memory_v2, clock_events, temperature_v, power_usage
+    unsupported: set[str] = field(
+        default_factory=set
+    )  # energy, instant, memory_v2, clock_events, temperature_v, power_usage
     lost_at: float | None = None
 
     def power(self, t: float) -> float:
@@ -77,7 +79,11 @@ class FakeNVML(types.SimpleNamespace):
         if h.lost_at is not None and self.clock() >= h.lost_at:
             raise _err(pynvml.NVML_ERROR_GPU_IS_LOST)
         if feature and feature in h.unsupported:
-            code = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND if feature in ("memory_v2", "clock_events", "temperature_v") else pynvml.NVML_ERROR_NOT_SUPPORTED
+            code = (
+                pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
+                if feature in ("memory_v2", "clock_events", "temperature_v")
+                else pynvml.NVML_ERROR_NOT_SUPPORTED
+            )
             raise _err(code)
         return h
 

@@ -36,20 +36,29 @@ def test_cpu_precision_rules(precision, flags, ok, why):
     ],
 )
 def test_gpu_precision_rules_by_compute_capability(gpu, cc, supported):
-    got = {p for p in ("fp32", "tf32", "mixed_float16", "mixed_bfloat16") if capability.gpu_precision(p, cc, gpu).supported}
+    got = {
+        p for p in ("fp32", "tf32", "mixed_float16", "mixed_bfloat16") if capability.gpu_precision(p, cc, gpu).supported
+    }
     assert got == supported
     if cc == (7, 0):
         assert capability.gpu_precision("mixed_bfloat16", cc, gpu).reason == (
-            "mixed_bfloat16 (bf16 tensor cores) needs an NVIDIA GPU with compute capability >= 8.0; Tesla V100 has 7.0")
+            "mixed_bfloat16 (bf16 tensor cores) needs an NVIDIA GPU with compute capability >= 8.0; Tesla V100 has 7.0"
+        )
 
 
 def machine(tf_gpus=(), nvml_gpus=0, built_with_cuda=True, flags=BF16_CPU):
     from bench.telemetry.gpus import GPUInfo
 
-    nv = [GPUInfo(i, "NVIDIA A100-SXM4-40GB", f"GPU-{i}", f"0000:{i:02x}:00.0", 40 * 2**30, (8, 0)) for i in range(nvml_gpus)]
+    nv = [
+        GPUInfo(i, "NVIDIA A100-SXM4-40GB", f"GPU-{i}", f"0000:{i:02x}:00.0", 40 * 2**30, (8, 0))
+        for i in range(nvml_gpus)
+    ]
     gpus = [{"tf_index": i, "name": n, "compute_capability": list(cc)} for i, (n, cc) in enumerate(tf_gpus)]
-    return Machine(CPUInfo("Test CPU", 2, 1, 2, flags), Discovery(nv, "560", "12.6", None if nvml_gpus else "NVML library not found"),
-                   {"gpus": gpus, "built_with_cuda": built_with_cuda})
+    return Machine(
+        CPUInfo("Test CPU", 2, 1, 2, flags),
+        Discovery(nv, "560", "12.6", None if nvml_gpus else "NVML library not found"),
+        {"gpus": gpus, "built_with_cuda": built_with_cuda},
+    )
 
 
 def test_cpu_only_machine_lists_gpu_cases_as_unsupported_with_reason():
@@ -77,19 +86,36 @@ def test_device_configs_scale_to_all_gpus_and_virtual_split():
     m6 = machine(tf_gpus=[("NVIDIA A100-SXM4-40GB", (8, 0))] * 6)
     assert [d.label for d in device_configs(RunOptions(), m6)] == ["cpu", "gpu1", "gpu2", "gpu4", "gpu6"]
     assert [d.label for d in device_configs(RunOptions(virtual_devices=4), m)][-2:] == ["gpu2-virtual", "gpu4-virtual"]
-    assert [d.label for d in device_configs(RunOptions(virtual_devices=2), machine())] == ["cpu", "gpu1", "cpu2-virtual"]
+    assert [d.label for d in device_configs(RunOptions(virtual_devices=2), machine())] == [
+        "cpu",
+        "gpu1",
+        "cpu2-virtual",
+    ]
 
 
 def test_mixed_gpu_generations_use_the_lowest_compute_capability():
     m = machine(tf_gpus=[("NVIDIA A100-SXM4-40GB", (8, 0)), ("Tesla V100", (7, 0))])
-    verdict = {c.id: s for c, s in plan(RunOptions(profile="smoke", workloads=("mlp",), modes=("train",), devices=("gpu:2",)), m)}
+    verdict = {
+        c.id: s
+        for c, s in plan(RunOptions(profile="smoke", workloads=("mlp",), modes=("train",), devices=("gpu:2",)), m)
+    }
     assert not verdict["mlp-train-gpu2-mixed_bfloat16-b64"].supported
     assert verdict["mlp-train-gpu2-mixed_float16-b64"].supported
 
 
 def test_xla_over_virtual_cpus_is_unsupported_with_reason():
-    p = plan(RunOptions(profile="smoke", workloads=("mlp",), modes=("train",), devices=("cpu",), precisions=("fp32",),
-                        xla="both", virtual_devices=2), machine())
+    p = plan(
+        RunOptions(
+            profile="smoke",
+            workloads=("mlp",),
+            modes=("train",),
+            devices=("cpu",),
+            precisions=("fp32",),
+            xla="both",
+            virtual_devices=2,
+        ),
+        machine(),
+    )
     verdict = {c.id: s for c, s in p}
     assert verdict["mlp-train-cpu-fp32-xla-b64"].supported
     assert "XLA" in verdict["mlp-train-cpu2-virtual-fp32-xla-b64"].reason

@@ -5,8 +5,16 @@ from bench.errors import UserError
 
 
 def case(**kw):
-    base = dict(workload="cnn", mode="train", device_kind="gpu", device_count=2, virtual=False,
-                precision="mixed_bfloat16", xla=True, per_replica_batch=64)
+    base = dict(
+        workload="cnn",
+        mode="train",
+        device_kind="gpu",
+        device_count=2,
+        virtual=False,
+        precision="mixed_bfloat16",
+        xla=True,
+        per_replica_batch=64,
+    )
     return Case(**{**base, **kw})
 
 
@@ -32,16 +40,22 @@ def test_case_round_trips_through_dict_and_global_batch_is_weak_scaling():
 
 @pytest.mark.parametrize(
     "kw, msg",
-    [({"mode": "eval"}, "mode must be"), ({"precision": "fp8"}, "precision must be"),
-     ({"per_replica_batch": 0}, "positive"), ({"device_kind": "tpu"}, "device kind"),
-     ({"device_kind": "cpu", "device_count": 2}, "virtual")],
+    [
+        ({"mode": "eval"}, "mode must be"),
+        ({"precision": "fp8"}, "precision must be"),
+        ({"per_replica_batch": 0}, "positive"),
+        ({"device_kind": "tpu"}, "device kind"),
+        ({"device_kind": "cpu", "device_count": 2}, "virtual"),
+    ],
 )
 def test_invalid_cases_are_user_errors(kw, msg):
     with pytest.raises(UserError, match=msg):
         case(**kw)
 
 
-@pytest.mark.parametrize("text, dev", [("cpu", DeviceConfig("cpu")), ("gpu", DeviceConfig("gpu", 1)), ("GPU:4", DeviceConfig("gpu", 4))])
+@pytest.mark.parametrize(
+    "text, dev", [("cpu", DeviceConfig("cpu")), ("gpu", DeviceConfig("gpu", 1)), ("GPU:4", DeviceConfig("gpu", 4))]
+)
 def test_parse_device_spec(text, dev):
     assert parse_device_spec(text) == dev
 
@@ -54,8 +68,15 @@ def test_parse_device_spec_rejects(text):
 
 def test_matrix_expansion_order_and_batch1_latency_cases():
     devs = [DeviceConfig("cpu"), DeviceConfig("gpu", 1)]
-    cases = expand(["mlp", "cnn"], ["train", "infer"], devs, ["fp32", "mixed_bfloat16"], [False, True],
-                   {"mlp": 32, "cnn": 8}, latency_batch1=True)
+    cases = expand(
+        ["mlp", "cnn"],
+        ["train", "infer"],
+        devs,
+        ["fp32", "mixed_bfloat16"],
+        [False, True],
+        {"mlp": 32, "cnn": 8},
+        latency_batch1=True,
+    )
     # 2 workloads x (train: 1 batch + infer: 2 batches) x 2 devices x 2 precisions x 2 xla
     assert len(cases) == 2 * 3 * 2 * 2 * 2
     assert cases[0].id == "mlp-train-cpu-fp32-b32"

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_storage import doc
 
 from bench import storage
@@ -77,8 +76,22 @@ def test_export_csv_has_the_contract_columns(results, tmp_path):
     r = cli("export", str(results / "r1.json"), "-o", str(out))
     assert r.returncode == 0, r.stderr
     header = out.read_text().splitlines()[0].split(",")
-    assert header[:14] == ["run_id", "case_id", "workload", "mode", "device_kind", "device_count", "virtual", "precision",
-                           "math_mode", "xla", "per_replica_batch", "global_batch", "status", "reason"]
+    assert header[:14] == [
+        "run_id",
+        "case_id",
+        "workload",
+        "mode",
+        "device_kind",
+        "device_count",
+        "virtual",
+        "precision",
+        "math_mode",
+        "xla",
+        "per_replica_batch",
+        "global_batch",
+        "status",
+        "reason",
+    ]
     for col in ("samples_per_s_ci_low", "compile_s", "peak_tflops_measured", "energy_j_per_sample", "gpu_telemetry"):
         assert col in header
     rows = out.read_text().splitlines()[1:]

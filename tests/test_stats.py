@@ -15,7 +15,9 @@ def test_median_ci_uses_binomial_order_statistics():
 
 
 def test_cv_and_percentiles_on_known_numbers():
-    assert stats.cv([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]) == pytest.approx(np.std([2, 4, 4, 4, 5, 5, 7, 9], ddof=1) / 5)
+    assert stats.cv([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]) == pytest.approx(
+        np.std([2, 4, 4, 4, 5, 5, 7, 9], ddof=1) / 5
+    )
     assert stats.cv([3.0]) == 0.0
     assert stats.percentile([1, 2, 3, 4, 5], 90) == pytest.approx(4.6)
 

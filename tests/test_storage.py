@@ -16,16 +16,46 @@ def measured(case=CASE, data=(0.1, 0.11, 0.09, 0.1, 0.1, 0.12)):
     info.update(status="ok", steps_per_round=10, samples_per_s=6400.0)
     rec = records.unmeasured(case, info)
     n = len(data)
-    rec["stats"] = {"min": min(data), "max": max(data), "mean": sum(data) / n, "stddev": 0.01, "rounds": n,
-                    "median": sorted(data)[n // 2], "iqr": 0.01, "q1": 0.1, "q3": 0.11, "iqr_outliers": 0,
-                    "stddev_outliers": 0, "outliers": "0;0", "ld15iqr": min(data), "hd15iqr": max(data),
-                    "ops": 10.0, "total": sum(data), "data": list(data), "iterations": 1}
+    rec["stats"] = {
+        "min": min(data),
+        "max": max(data),
+        "mean": sum(data) / n,
+        "stddev": 0.01,
+        "rounds": n,
+        "median": sorted(data)[n // 2],
+        "iqr": 0.01,
+        "q1": 0.1,
+        "q3": 0.11,
+        "iqr_outliers": 0,
+        "stddev_outliers": 0,
+        "outliers": "0;0",
+        "ld15iqr": min(data),
+        "hd15iqr": max(data),
+        "ops": 10.0,
+        "total": sum(data),
+        "data": list(data),
+        "iterations": 1,
+    }
     return rec
 
 
 def doc():
-    d = storage.new_document({"id": "r1", "profile": "smoke", "argv": [], "start": "x", "end": None, "status": "running",
-                              "options": {}, "planned": []}, {"node": "h", "cpu": {}}, {}, "2026-12-02T00:00:00+00:00", "0.1.0")
+    d = storage.new_document(
+        {
+            "id": "r1",
+            "profile": "smoke",
+            "argv": [],
+            "start": "x",
+            "end": None,
+            "status": "running",
+            "options": {},
+            "planned": [],
+        },
+        {"node": "h", "cpu": {}},
+        {},
+        "2026-12-02T00:00:00+00:00",
+        "0.1.0",
+    )
     storage.add_record(d, measured())
     info = records.base_info(Case("mlp", "train", "gpu", 1, False, "tf32", False, 64), "r1")
     info.update(status="unsupported", reason="no GPU")
@@ -82,7 +112,7 @@ def test_nan_is_stored_as_null(tmp_path):
         (None, "no such results file"),
         ('{"schema_version": 1, "benchm', "not valid JSON"),
         ('{"benchmarks": []}', "not an accelbench results file"),
-        ('[1, 2]', "not an accelbench results file"),
+        ("[1, 2]", "not an accelbench results file"),
         ('{"schema_version": 99, "benchmarks": [], "run": {}, "machine_info": {}}', "newer than this accelbench"),
         ('{"schema_version": 1, "benchmarks": [{"x": 1}], "run": {}, "machine_info": {}}', "damaged"),
         ('{"schema_version": 1, "run": {}}', "damaged"),

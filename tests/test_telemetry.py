@@ -156,7 +156,10 @@ def test_clocks_temperature_limit_and_utilisation(fake_nvml, clock):
 
 @pytest.mark.parametrize(
     "code, reason",
-    [(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "NVML library not found"), (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "NVIDIA driver not loaded")],
+    [
+        (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND, "NVML library not found"),
+        (pynvml.NVML_ERROR_DRIVER_NOT_LOADED, "NVIDIA driver not loaded"),
+    ],
 )
 def test_no_library_or_driver_degrades_to_empty_with_reason(fake_nvml, clock, code, reason):
     fake_nvml([FakeGPU()], init_error=code)
@@ -261,7 +264,9 @@ def _rapl_tree(root: Path, values: dict[str, tuple[int, int]]):
 
 
 def test_rapl_sums_packages_and_handles_wrap(tmp_path):
-    _rapl_tree(tmp_path, {"intel-rapl:0": (990_000, 1_000_000), "intel-rapl:1": (5_000, 1_000_000), "intel-rapl:0:0": (1, 10)})
+    _rapl_tree(
+        tmp_path, {"intel-rapl:0": (990_000, 1_000_000), "intel-rapl:1": (5_000, 1_000_000), "intel-rapl:0:0": (1, 10)}
+    )
     r = Rapl(tmp_path)
     assert r.available and len(r.domains) == 2
     r.begin()
@@ -271,7 +276,9 @@ def test_rapl_sums_packages_and_handles_wrap(tmp_path):
     assert r.energy_j() == pytest.approx(0.022)
 
 
-@pytest.mark.parametrize("setup, reason", [("missing", "no "), ("empty", "no RAPL package domains"), ("denied", "permission denied")])
+@pytest.mark.parametrize(
+    "setup, reason", [("missing", "no "), ("empty", "no RAPL package domains"), ("denied", "permission denied")]
+)
 def test_rapl_unavailable_reasons(tmp_path, monkeypatch, setup, reason):
     root = tmp_path / "powercap"
     if setup != "missing":

@@ -24,7 +24,9 @@ def profiler_flops(model, shape):
     graph = convert_variables_to_constants_v2(f.get_concrete_function(tf.TensorSpec(shape, tf.float32))).graph
     opts = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
     opts["output"] = "none"
-    return tf.compat.v1.profiler.profile(graph=graph, run_meta=tf.compat.v1.RunMetadata(), cmd="op", options=opts).total_float_ops
+    return tf.compat.v1.profiler.profile(
+        graph=graph, run_meta=tf.compat.v1.RunMetadata(), cmd="op", options=opts
+    ).total_float_ops
 
 
 @pytest.mark.parametrize("name", sorted(WORKLOADS))

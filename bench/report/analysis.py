@@ -58,7 +58,7 @@ def ratio(run: RunData, num: str, den: str) -> stats.Ratio | None:
 
 def fmt_ratio(r: stats.Ratio | None, pct: bool = False) -> str:
     """``3.10x [2.95-3.24]``, ``~1.01x [0.97-1.05]`` where the CI spans 1; ``-`` when absent."""
-    if r is None:
+    if not isinstance(r, stats.Ratio):  # None, or NaN where pandas filled a gap
         return "-"
     if pct:
         return f"{100 * r.value:.0f}% [{100 * r.ci_low:.0f}-{100 * r.ci_high:.0f}]"
@@ -75,20 +75,38 @@ def speedups(run: RunData) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["case_id", "speedup"])
 
 
+def _best(run: RunData, g: pd.DataFrame) -> tuple[str | None, stats.Ratio | None]:
+    if g.empty:
+        return None, None
+    best = g.loc[g["samples_per_s"].astype(float).idxmax()]
+    return best["case_id"], ratio(run, best["case_id"], baseline_id(best))
+
+
 def headline(run: RunData) -> list[dict]:
-    """Per workload and mode: the best measured configuration and its speed-up over CPU fp32."""
+    """Per workload and mode (at its largest batch), speed-ups over CPU fp32.
+
+    ``gpu1_fp32``: one GPU, TF32 off; ``gpu1_best``: (case, ratio) of the best one-GPU case;
+    ``multi_best``: the same over several real GPUs; ``speedup``: the best configuration overall.
+    """
     t = run.table[run.table["status"] == "ok"]
     out = []
     for (w, mode), g in t.groupby(["workload", "mode"], sort=False):
         g = g[g["per_replica_batch"] == g["per_replica_batch"].max()]
-        best = g.loc[g["samples_per_s"].astype(float).idxmax()]
+        best_case, best = _best(run, g)
+        gpu1 = g[(g["device_kind"] == "gpu") & (g["device_count"] == 1)]
+        fp32 = gpu1[(gpu1["precision"] == "fp32") & (~gpu1["xla"].astype(bool))]
+        multi = g[(g["device_kind"] == "gpu") & (g["device_count"] > 1) & (~g["virtual"].astype(bool))]
+        row = g[g["case_id"] == best_case].iloc[0]
         out.append(
             {
                 "workload": w,
                 "mode": mode,
-                "best_case": best["case_id"],
-                "samples_per_s": float(best["samples_per_s"]),
-                "speedup": ratio(run, best["case_id"], baseline_id(best)),
+                "best_case": best_case,
+                "samples_per_s": float(row["samples_per_s"]),
+                "speedup": best,
+                "gpu1_fp32": _best(run, fp32)[1],
+                "gpu1_best": _best(run, gpu1),
+                "multi_best": _best(run, multi),
             }
         )
     return out
@@ -149,8 +167,7 @@ def xla_gains(run: RunData) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["case_id", "vs", "gain"])
 
 
-def geomean_speedup(run: RunData, column_filter) -> float | None:
-    """Geometric mean of speed-ups over the rows that ``column_filter`` keeps."""
-    sp = speedups(run).set_index("case_id")["speedup"]
-    vals = [sp[cid].value for cid in run.table[column_filter(run.table)]["case_id"] if sp.get(cid) is not None]
+def geomean_headline(run: RunData) -> float | None:
+    """Geometric mean, over workloads and modes, of the best configuration's speed-up."""
+    vals = [h["speedup"].value for h in headline(run) if isinstance(h["speedup"], stats.Ratio)]
     return stats.geomean(vals) if vals else None

@@ -86,16 +86,28 @@ def scaling(series: dict[str, list[tuple[int, float]]], title: str) -> str:
     return _svg(fig, title + ": " + "; ".join(alt))
 
 
-def power_trace(trace: list[tuple[float, float]], title: str, idle_w: float | None = None) -> str:
-    """Instant power over the measurement window."""
+def power_trace(traces: dict[str, list[tuple[float, float]]], title: str, idle_w: float | None = None) -> str:
+    """Instant power over the measurement window, one line per GPU."""
     fig, ax = plt.subplots(figsize=(6.5, 2.4))
-    ax.plot([t for t, _ in trace], [p for _, p in trace], color=PALETTE[0], linewidth=1.2)
+    styles = ["-", "--", "-.", ":"]
+    alt = []
+    for i, (name, trace) in enumerate(traces.items()):
+        ps = [p for _, p in trace]
+        ax.plot(
+            [t for t, _ in trace],
+            ps,
+            color=PALETTE[i % len(PALETTE)],
+            linestyle=styles[i % 4],
+            linewidth=1.1,
+            label=name,
+        )
+        alt.append(f"{name}: {len(ps)} samples, {min(ps):.0f} to {max(ps):.0f} W")
     if idle_w is not None:
-        ax.axhline(idle_w, linestyle="--", color=PALETTE[5], label=f"idle {idle_w:.0f} W")
-        ax.legend(fontsize=7)
+        ax.axhline(idle_w, linestyle="--", color="#555555", linewidth=0.8, label=f"idle {idle_w:.0f} W")
+    if len(traces) <= 8:
+        ax.legend(fontsize=6, ncol=3)
     ax.set_xlabel("seconds into the timed window")
     ax.set_ylabel("W")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ps = [p for _, p in trace]
-    return _svg(fig, f"{title}: {len(ps)} samples, min {min(ps):.0f} W, max {max(ps):.0f} W")
+    return _svg(fig, f"{title}: " + "; ".join(alt))

@@ -29,7 +29,7 @@ th{background:#eef3f8}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .headline td.big{font-size:1.25rem;font-weight:600}.na{color:#666;font-style:italic}.warn{color:#8a3b00;font-weight:600}
 .box{border:1px solid #999;background:#f7f7f7;padding:.6rem 1rem}.virtual{font-style:italic}
 pre{white-space:pre-wrap;font-size:12px;background:#f5f5f5;padding:.5rem;overflow:auto;max-height:24rem}
-svg{max-width:100%;height:auto}
+svg{max-width:100%;height:auto}.scroll{overflow-x:auto}table.matrix td,table.matrix th{font-size:12px;padding:.2rem .35rem}
 @media print{h2{break-after:avoid}table,svg{break-inside:avoid}}
 """
 
@@ -85,17 +85,62 @@ def _na(row: pd.Series, what: str) -> str:
     return f'<span class="na">not measured ({_e(reason)})</span>' if what == "energy" else '<span class="na">-</span>'
 
 
+def _x(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+
+
+def _speed_cell(r: object, case: str | None = None, big: bool = False) -> str:
+    if not isinstance(r, stats.Ratio):
+        return '<td class="na">not measured</td>'
+    mark = "~" if r.spans_one else ""
+    sub = f"<br><small>{_e(case)}</small>" if case else ""
+    return f'<td class="{"big " if big else ""}num">{mark}{_x(r.value)}x <small>[{_x(r.ci_low)}-{_x(r.ci_high)}]</small>{sub}</td>'
+
+
 def _headline(runs: list[RunData]) -> str:
-    rows: dict[tuple, list[str]] = {}
-    for i, run in enumerate(runs):
+    html = ""
+    for run in runs:
+        body = []
         for h in analysis.headline(run):
-            key = (h["workload"], h["mode"])
-            rows.setdefault(key, [""] * len(runs))
-            big = _e(fmt_ratio(h["speedup"])) if h["speedup"] else "no CPU fp32 baseline"
-            detail = f"{h['best_case']}, {h['samples_per_s']:.4g} samples/s"
-            rows[key][i] = f'<td class="big">{big}<br><small>{_e(detail)}</small></td>'
-    body = [[_e(w), _e(m), *[c or "<td class='na'>-</td>" for c in cells]] for (w, m), cells in rows.items()]
-    return _table(["workload", "mode", *[f"best vs CPU fp32 - {r.label}" for r in runs]], body, "headline")
+            g1c, g1 = h["gpu1_best"]
+            mc, m = h["multi_best"]
+            best = f"{h['best_case']}: {h['samples_per_s']:.4g} samples/s"
+            body.append(
+                [
+                    _e(h["workload"]),
+                    _e(h["mode"]),
+                    _speed_cell(h["gpu1_fp32"]),
+                    _speed_cell(g1, g1c),
+                    _speed_cell(m, mc),
+                    _speed_cell(h["speedup"], best, big=True),
+                ]
+            )
+        gm = analysis.geomean_headline(run)
+        body.append(
+            [
+                "<strong>geometric mean</strong>",
+                "",
+                "",
+                "",
+                "",
+                f'<td class="big num">{_e(f"{_x(gm)}x") if gm else "-"}</td>',
+            ]
+        )
+        title = f"<p><strong>{_e(run.label)}</strong></p>" if len(runs) > 1 else ""
+        headers = [
+            "workload",
+            "mode",
+            "1 GPU, fp32",
+            "1 GPU, best precision",
+            "several GPUs, best",
+            "best configuration",
+        ]
+        html += title + _table(headers, body, "headline")
+    note = (
+        "Speed-up = ratio of median throughputs over CPU fp32 of the same workload, mode and batch, "
+        "with a bootstrap 95% CI; ~ marks a CI that includes 1."
+    )
+    return html + f"<p><small>{note}</small></p>"
 
 
 def _cell_colour(x: float) -> str:
@@ -121,15 +166,21 @@ def _matrix(run: RunData) -> str:
         rk = f"{r['workload']} {r['mode']} b{r['per_replica_batch']}"
         ck = f"{r['device_kind']}{r['device_count']}{'-virtual' if r['virtual'] else ''} {r['precision']}{' xla' if r['xla'] else ''}"
         s = sp.get(r["case_id"])
-        if r["status"] == "ok" and s is not None:
-            cell = f'<td class="num" style="background:{_cell_colour(s.value)}" title="{_e(r["case_id"])}">{_e(fmt_ratio(s))}</td>'
+        if r["case_id"] == analysis.baseline_id(r) and r["status"] == "ok":
+            cell = f'<td class="num" title="{_e(r["case_id"])}">baseline<br><small>{_num(r["samples_per_s"])}/s</small></td>'
+        elif r["status"] == "ok" and isinstance(s, stats.Ratio):
+            mark = "~" if s.spans_one else ""
+            cell = (
+                f'<td class="num" style="background:{_cell_colour(s.value)}" title="{_e(r["case_id"])}">'
+                f"{mark}{_x(s.value)}x<br><small>{_x(s.ci_low)}-{_x(s.ci_high)}</small></td>"
+            )
         elif r["status"] == "ok":
             cell = f'<td class="num">{_num(r["samples_per_s"])}/s</td>'
         else:
             cell = f'<td class="na" title="{_e(r["reason"])}">{_e(r["status"])}</td>'
         rows.setdefault(rk, {})[ck] = cell
     body = [[_e(rk), *[cells.get(c, "<td class='na'></td>") for c in cols]] for rk, cells in rows.items()]
-    return _table(["workload mode batch", *cols], body)
+    return '<div class="scroll">' + _table(["workload mode batch", *cols], body, "matrix") + "</div>"
 
 
 def _throughput(run: RunData) -> str:
@@ -234,16 +285,19 @@ def _energy(run: RunData) -> str:
             ]
         )
     html = _table(["case", "J/sample", "samples/J", "mean W", "max W", "J above idle", "clock events"], rows)
+    idle_all = run.doc["run"].get("idle_power_w") or {}
     for rec in run.doc.get("benchmarks", []):
         tel = rec["extra_info"].get("telemetry") or {}
-        for g in tel.get("gpus", []):
-            if len(g.get("power_trace") or []) >= 2:
-                idle = (run.doc["run"].get("idle_power_w") or {}).get(g.get("uuid"))
-                html += charts.power_trace(
-                    [tuple(p) for p in g["power_trace"]],
-                    f"Power, {rec['extra_info']['case_id']}, {g.get('name', '')} {g.get('pci_bus_id', '')}",
-                    idle,
-                )
+        traces = {
+            f"{g.get('pci_bus_id', '')}": [tuple(p) for p in g["power_trace"]]
+            for g in tel.get("gpus", [])
+            if len(g.get("power_trace") or []) >= 2
+        }
+        if traces:
+            idle = [idle_all.get(g.get("uuid")) for g in tel.get("gpus", [])]
+            idle_w = sum(idle) / len(idle) if idle and None not in idle else None
+            name = (tel.get("gpus") or [{}])[0].get("name", "")
+            html += charts.power_trace(traces, f"Power per GPU, {rec['extra_info']['case_id']} ({name})", idle_w)
     return html
 
 

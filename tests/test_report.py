@@ -1,0 +1,222 @@
+"""Reports rendered from sample results files kept in tests/data (hand-made 8-GPU runs)."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import DATA
+
+from bench import storage
+from bench.report import analysis
+from bench.report.render import html_report, markdown_report, regressions, render
+
+GPU8 = DATA / "gpu8.json"
+SLOW = DATA / "gpu8_slow.json"
+HOSTILE = DATA / "hostile.json"
+
+
+@pytest.fixture(scope="module")
+def gpu8_html():
+    return html_report([storage.load(GPU8)])
+
+
+def test_headline_speedups_of_the_8_gpu_sample():
+    run = analysis.load_run(storage.load(GPU8))
+    h = {(x["workload"], x["mode"]): x for x in analysis.headline(run)}
+    cnn = h[("cnn", "train")]
+    assert cnn["best_case"] == "cnn-train-gpu8-mixed_float16-b256"
+    assert cnn["gpu1_fp32"].value == pytest.approx(900 / 22, rel=0.02)
+    assert cnn["multi_best"][0] == "cnn-train-gpu8-mixed_float16-b256"
+    assert not cnn["speedup"].spans_one
+
+
+def test_scaling_efficiency_of_the_8_gpu_sample():
+    sc = analysis.scaling(analysis.load_run(storage.load(GPU8))).set_index("case_id")
+    assert sc.loc["mlp-train-gpu8-tf32-b1024", "efficiency"].value == pytest.approx(0.91, abs=0.02)
+    assert sc.loc["cnn-train-gpu2-mixed_bfloat16-b256", "efficiency"].value == pytest.approx(0.97, abs=0.01)
+    assert "cnn-train-gpu8-fp32-b256" not in sc.index  # OOM: never plotted as zero
+
+
+def test_precision_gains_and_status_counts():
+    run = analysis.load_run(storage.load(GPU8))
+    g = analysis.precision_gains(run).set_index("case_id")["gain"]
+    assert g["mlp-train-gpu1-tf32-b1024"].value == pytest.approx(150000 / 40000, rel=0.02)
+    assert analysis.status_counts(run) == {"ok": 33, "oom": 1, "numerics": 1, "unsupported": 1}
+
+
+def test_html_has_every_section_charts_and_no_network(gpu8_html):
+    for heading in [
+        "Headline",
+        "Speed-up matrix",
+        "Throughput",
+        "Multi-device scaling",
+        "Precision gains",
+        "XLA on vs off",
+        "Energy and power",
+        "Memory",
+        "Compute efficiency",
+        "Unsupported and failed cases",
+        "Method",
+        "Environment",
+        "Data",
+    ]:
+        assert f">{heading}" in gpu8_html, heading
+    svgs = re.findall(r"<svg [^>]*>", gpu8_html)
+    assert len(svgs) >= 3 and all('role="img"' in s and "aria-label=" in s for s in svgs)
+    assert "Power per GPU, cnn-train-gpu8-mixed_float16-b256" in gpu8_html
+    assert "efficiency" in gpu8_html and "91%" in gpu8_html
+    assert "fp32 means TF32 off" in gpu8_html
+    assert "<script" not in gpu8_html.lower() and "<link" not in gpu8_html.lower()
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", gpu8_html)
+    assert not re.search(r"url\((?!#)", gpu8_html)  # only local references (SVG clip paths)
+    assert 'href="data:text/csv;base64,' in gpu8_html
+    assert "% of datasheet peak" in gpu8_html
+
+
+def test_failed_cases_are_listed_with_reasons_and_never_plotted(gpu8_html):
+    assert "OOM when allocating tensor" in gpu8_html and "loss is nan" in gpu8_html
+    bars = re.search(r'aria-label="Throughput, [^"]*"', gpu8_html).group(0)
+    assert "cnn-train-gpu8-fp32-b256" not in bars and "mlp-train-gpu1-mixed_float16-xla" not in bars
+
+
+def test_missing_telemetry_reads_not_measured_never_zero():
+    doc = storage.load(GPU8)
+    html = html_report([doc])
+    row = re.search(r"<tr><td>cnn-train-cpu-fp32-b256</td><td colspan=\"6\">(.*?)</td></tr>", html).group(1)
+    assert "not measured (unavailable: CPU case" in row
+
+
+def test_hostile_strings_are_escaped():
+    html = html_report([storage.load(HOSTILE)])
+    md = markdown_report([storage.load(HOSTILE)])
+    assert (
+        "<script>" not in html
+        and "<img src=x" not in html
+        and "onerror=alert" not in html.replace("onerror=alert(1)&gt;", "")
+    )
+    assert "&lt;script&gt;alert(&quot;gpu&quot;)&lt;/script&gt;" in html
+    assert "<script>" in md or "&lt;script" in md  # Markdown is text for CI summaries, not HTML
+    assert "<script" not in html.lower()
+
+
+def test_two_machines_side_by_side():
+    html = html_report([storage.load(GPU8), storage.load(HOSTILE)])
+    assert "gpu8-run (dgx-h100)" in html and "hostile-run" in html
+    assert html.count("Environment - ") == 2
+
+
+def test_markdown_summary_has_headline_and_cases():
+    md = markdown_report([storage.load(GPU8)])
+    assert md.startswith("# accelbench report")
+    assert "| cnn        | train  | cnn-train-gpu8-mixed_float16-b256" in md
+    assert "| mlp-train-cpu-tf32-b1024" in md and "unsupported" in md
+
+
+def test_baseline_self_comparison_is_clean_and_slow_run_regresses():
+    base, slow = storage.load(GPU8), storage.load(SLOW)
+    assert regressions(base, base, 0.05) == []
+    bad = dict(regressions(slow, base, 0.05))
+    assert len(bad) == 33 and all(r == pytest.approx(0.8, abs=0.03) for r in bad.values())
+    assert regressions(slow, base, 0.25) == []  # a 20% drop is inside a 25% threshold
+
+
+def cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def test_cli_report_fail_on_regression(tmp_path):
+    r = cli(
+        "report",
+        str(GPU8),
+        "--baseline",
+        str(GPU8),
+        "--fail-on-regression",
+        "5",
+        "--out",
+        str(tmp_path / "same"),
+        cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "same" / "index.html").exists() and (tmp_path / "same" / "report.md").exists()
+    r = cli(
+        "report",
+        str(SLOW),
+        "--baseline",
+        str(GPU8),
+        "--fail-on-regression",
+        "5",
+        "--out",
+        str(tmp_path / "slow"),
+        cwd=tmp_path,
+    )
+    assert r.returncode == 1
+    assert "regressions beyond 5%: " in r.stderr and "cnn-train-gpu1-fp32-b256 (-20" in r.stderr
+
+
+def test_different_machine_identities_are_called_out():
+    html = html_report([storage.load(HOSTILE)], baseline=storage.load(GPU8))
+    assert "different machine identities" in html
+
+
+def test_unknown_schema_version_is_refused(tmp_path):
+    d = json.loads(GPU8.read_text())
+    d["schema_version"] = 7
+    p = tmp_path / "future.json"
+    p.write_text(json.dumps(d))
+    r = cli("report", str(p), cwd=tmp_path)
+    assert (
+        r.returncode == 2
+        and r.stderr.count("\n") == 1
+        and "schema_version 7 is newer" in r.stderr
+        and str(p) in r.stderr
+    )
+
+
+def test_render_writes_into_the_folder(tmp_path):
+    out = render([storage.load(GPU8)], tmp_path / "r")
+    assert sorted(p.name for p in out.iterdir()) == ["index.html", "report.md"]
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+INTERNAL = ("google.com", "googleapis.com", "gstatic.com", "gvt1.com")  # Chromium's own services
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="no headless Chromium here (Debian package 'chromium'; .ci/run installs it)"
+)
+def test_report_renders_in_headless_chromium_offline(tmp_path):
+    out = render([storage.load(GPU8)], tmp_path / "report")
+    page = (out / "index.html").as_uri()
+    flags = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    net = tmp_path / "net.json"
+    dom = subprocess.run(
+        [*flags, f"--log-net-log={net}", "--dump-dom", page], capture_output=True, text=True, timeout=120
+    ).stdout
+    assert dom.count("<table") >= 8 and dom.count("<svg") >= 3
+    urls = set()
+    for ev in json.loads(net.read_text()).get("events", []):
+        u = (ev.get("params") or {}).get("url")
+        if u:
+            urls.add(u)
+    fetched = {u for u in urls if not u.startswith(("file:", "data:")) and not any(h in u for h in INTERNAL)}
+    assert fetched == set()
+    shot = Path(__file__).parents[1] / "reports" / "test-screenshot.png"
+    shot.parent.mkdir(exist_ok=True)
+    subprocess.run([*flags, "--window-size=1280,1000", f"--screenshot={shot}", page], capture_output=True, timeout=120)
+    assert shot.stat().st_size > 10_000
