@@ -78,7 +78,7 @@ def speedups(run: RunData) -> pd.DataFrame:
 def _best(run: RunData, g: pd.DataFrame) -> tuple[str | None, stats.Ratio | None]:
     if g.empty:
         return None, None
-    best = g.loc[g["samples_per_s"].astype(float).idxmax()]
+    best = g.loc[g["samples_per_s"].astype(float).idxmax()]  # type: ignore[call-overload]
     return best["case_id"], ratio(run, best["case_id"], baseline_id(best))
 
 

@@ -295,7 +295,8 @@ def _energy(run: RunData) -> str:
         }
         if traces:
             idle = [idle_all.get(g.get("uuid")) for g in tel.get("gpus", [])]
-            idle_w = sum(idle) / len(idle) if idle and None not in idle else None
+            known = [float(v) for v in idle if v is not None]
+            idle_w = sum(known) / len(known) if known and len(known) == len(idle) else None
             name = (tel.get("gpus") or [{}])[0].get("name", "")
             html += charts.power_trace(traces, f"Power per GPU, {rec['extra_info']['case_id']} ({name})", idle_w)
     return html
