@@ -149,3 +149,25 @@ def test_kill_9_leaves_a_valid_file_with_finished_cases(tmp_path):
     doc = storage.load(f)
     assert doc["benchmarks"] and doc["run"]["status"] == "running"
     assert len(doc["run"]["planned"]) == 4
+
+
+def test_report_of_the_cpu_smoke_run(smoke):
+    d, path, r = smoke
+    html = (d / "reports" / path.stem / "index.html").read_text()
+    assert "mlp-train-cpu-mixed_bfloat16-b64" in html and "mlp-train-gpu1-tf32-b64" in html
+    assert "no NVIDIA GPU" in html  # the unsupported GPU cases with their reason
+    assert "TensorFlow / Keras" in html and "virtual devices: shared silicon" in html
+    assert "not measured (unavailable: CPU case" in html
+    md = (d / "reports" / path.stem / "report.md").read_text()
+    assert "| mlp        | train" in md
+
+
+def test_devices_command_answers_is_tensorflow_using_my_gpu():
+    r = subprocess.run([sys.executable, "-m", "bench", "devices"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "CPU: " in r.stdout and "TensorFlow GPUs: 0" in r.stdout and "why none: " in r.stdout
+    assert "tiny matmul on /CPU:0: ran on /job:localhost/replica:0/task:0/device:CPU:0 -> ok" in r.stdout
+    assert "Precision support:" in r.stdout and "CPU energy (RAPL): " in r.stdout
+    j = subprocess.run([sys.executable, "-m", "bench", "devices", "--json"], capture_output=True, text=True, timeout=300)
+    info = json.loads(j.stdout)
+    assert info["cpu"]["logical_cores"] >= 1 and info["placement"][0]["ok"] is True
