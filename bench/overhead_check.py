@@ -41,7 +41,9 @@ def built():
     t0 = time.perf_counter()
     b.step()
     measure.sync()
-    k, rounds = measure.plan_rounds(time.perf_counter() - t0, __import__("bench.profiles", fromlist=["x"]).PROFILES[PROFILE])
+    k, rounds = measure.plan_rounds(
+        time.perf_counter() - t0, __import__("bench.profiles", fromlist=["x"]).PROFILES[PROFILE]
+    )
     yield measure, b, case, k, rounds
     summary = {name: statistics.median(v) for name, v in RESULTS.items() if v}
     out = {"profile": PROFILE, "steps_per_round": k, "rounds": rounds, "samples_per_s": RESULTS, "median": summary}

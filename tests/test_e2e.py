@@ -168,6 +168,8 @@ def test_devices_command_answers_is_tensorflow_using_my_gpu():
     assert "CPU: " in r.stdout and "TensorFlow GPUs: 0" in r.stdout and "why none: " in r.stdout
     assert "tiny matmul on /CPU:0: ran on /job:localhost/replica:0/task:0/device:CPU:0 -> ok" in r.stdout
     assert "Precision support:" in r.stdout and "CPU energy (RAPL): " in r.stdout
-    j = subprocess.run([sys.executable, "-m", "bench", "devices", "--json"], capture_output=True, text=True, timeout=300)
+    j = subprocess.run(
+        [sys.executable, "-m", "bench", "devices", "--json"], capture_output=True, text=True, timeout=300
+    )
     info = json.loads(j.stdout)
     assert info["cpu"]["logical_cores"] >= 1 and info["placement"][0]["ok"] is True

@@ -220,3 +220,17 @@ def test_report_renders_in_headless_chromium_offline(tmp_path):
     shot.parent.mkdir(exist_ok=True)
     subprocess.run([*flags, "--window-size=1280,1000", f"--screenshot={shot}", page], capture_output=True, timeout=120)
     assert shot.stat().st_size > 10_000
+
+
+CPU = DATA / "cpu_smoke.json"  # a real `nox -s bench -- --profile smoke` on the 2-core development machine
+
+
+def test_cpu_only_sample_shows_precision_and_unsupported_gpu_cases():
+    doc = storage.load(CPU)
+    html = html_report([doc])
+    assert "mlp-train-cpu-mixed_bfloat16-b64" in html and "no NVIDIA GPU on this machine" in html
+    gains = analysis.precision_gains(analysis.load_run(doc)).set_index("case_id")["gain"]
+    assert gains["mlp-train-cpu-mixed_bfloat16-b64"].value > 0
+    assert "No multi-device cases in this run." in html
+    both = html_report([doc, storage.load(GPU8)])  # two machines in one report
+    assert both.count("<h2>Environment - ") == 2 and "1 GPU, fp32" in both

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from bench.report.analysis import RunData, fmt_ratio, speedups
+from bench.report.analysis import RunData, baseline_id, fmt_ratio, speedups
 
 
 def fmt_thr(row) -> str:
@@ -23,5 +23,13 @@ def table(run: RunData, tablefmt: str = "simple") -> str:
     rows = []
     for _, r in run.table.iterrows():
         note = r["reason"] if r["status"] != "ok" else ("unstable (CV > 10%)" if r["unstable"] else "")
-        rows.append([r["case_id"], r["status"], fmt_thr(r), fmt_ratio(sp.get(r["case_id"])), (note or "")[:90]])
+        rows.append(
+            [
+                r["case_id"],
+                r["status"],
+                fmt_thr(r),
+                "baseline" if r["case_id"] == baseline_id(r) else fmt_ratio(sp.get(r["case_id"])),
+                (note or "")[:90],
+            ]
+        )
     return tabulate(rows, headers=["case", "status", "samples/s [95% CI]", "vs CPU fp32", "note"], tablefmt=tablefmt)

@@ -105,6 +105,8 @@ def _headline(runs: list[RunData]) -> str:
             g1c, g1 = h["gpu1_best"]
             mc, m = h["multi_best"]
             best = f"{h['best_case']}: {h['samples_per_s']:.4g} samples/s"
+            if h["best_case"] == f"{h['workload']}-{h['mode']}-cpu-fp32-b{h['best_case'].rsplit('-b', 1)[1]}":
+                best = f"CPU fp32 itself is the fastest: {best}"
             body.append(
                 [
                     _e(h["workload"]),
@@ -213,15 +215,17 @@ def _throughput(run: RunData) -> str:
         ],
         rows,
     )
-    if len(ok):
+    for (w, mode), g in ok.groupby(["workload", "mode"], sort=False):
+        top = g.sort_values("samples_per_s", ascending=False).head(MAX_BARS) if len(g) > MAX_BARS else g
+        note = f" (top {MAX_BARS} of {len(g)})" if len(g) > MAX_BARS else ""
         html += charts.bars(
-            [str(c) for c in ok["case_id"]],
-            [float(v) for v in ok["samples_per_s"]],
-            [None if pd.isna(v) else float(v) for v in ok["samples_per_s_ci_low"]],
-            [None if pd.isna(v) else float(v) for v in ok["samples_per_s_ci_high"]],
-            f"Throughput, {run.label}",
+            [str(c) for c in top["case_id"]],
+            [float(v) for v in top["samples_per_s"]],
+            [None if pd.isna(v) else float(v) for v in top["samples_per_s_ci_low"]],
+            [None if pd.isna(v) else float(v) for v in top["samples_per_s_ci_high"]],
+            f"Throughput, {w} {mode}{note}, {run.label}",
             "samples/s (median, 95% CI)",
-            groups=[str(p) for p in ok["precision"]],
+            groups=[str(p) for p in top["precision"]],
         )
     return html
 
@@ -285,20 +289,43 @@ def _energy(run: RunData) -> str:
             ]
         )
     html = _table(["case", "J/sample", "samples/J", "mean W", "max W", "J above idle", "clock events"], rows)
+    return html + _power_charts(run)
+
+
+MAX_POWER_CHARTS = 16
+MAX_BARS = 40
+
+
+def _power_charts(run: RunData) -> str:
+    """Power over time per GPU for the headline cases first, at most MAX_POWER_CHARTS."""
+    recs = {
+        storage.case_id_of(r): r
+        for r in run.doc.get("benchmarks", [])
+        if (r["extra_info"].get("telemetry") or {}).get("gpus")
+    }
+    first = []
+    for h in analysis.headline(run):
+        first += [h["best_case"], h["gpu1_best"][0], h["multi_best"][0]]
+    order = list(dict.fromkeys([c for c in first if c in recs] + [c for c in run.table["case_id"] if c in recs]))
     idle_all = run.doc["run"].get("idle_power_w") or {}
-    for rec in run.doc.get("benchmarks", []):
-        tel = rec["extra_info"].get("telemetry") or {}
+    html = ""
+    for cid in order[:MAX_POWER_CHARTS]:
+        gpus = recs[cid]["extra_info"]["telemetry"]["gpus"]
         traces = {
-            f"{g.get('pci_bus_id', '')}": [tuple(p) for p in g["power_trace"]]
-            for g in tel.get("gpus", [])
+            g.get("pci_bus_id", "") or g.get("uuid", ""): [tuple(p) for p in g["power_trace"]]
+            for g in gpus
             if len(g.get("power_trace") or []) >= 2
         }
-        if traces:
-            idle = [idle_all.get(g.get("uuid")) for g in tel.get("gpus", [])]
-            known = [float(v) for v in idle if v is not None]
-            idle_w = sum(known) / len(known) if known and len(known) == len(idle) else None
-            name = (tel.get("gpus") or [{}])[0].get("name", "")
-            html += charts.power_trace(traces, f"Power per GPU, {rec['extra_info']['case_id']} ({name})", idle_w)
+        if not traces:
+            continue
+        idle = [idle_all.get(g.get("uuid")) for g in gpus]
+        known = [float(v) for v in idle if v is not None]
+        idle_w = sum(known) / len(known) if known and len(known) == len(idle) else None
+        html += charts.power_trace(traces, f"Power per GPU, {cid} ({gpus[0].get('name', '')})", idle_w)
+    if len(order) > MAX_POWER_CHARTS:
+        html += (
+            f'<p class="na">Power traces of {len(order) - MAX_POWER_CHARTS} more GPU cases are in the results file.</p>'
+        )
     return html
 
 
