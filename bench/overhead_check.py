@@ -25,8 +25,10 @@ PROFILE = os.environ.get("ACCELBENCH_OVERHEAD_PROFILE", "standard")
 
 @pytest.fixture(scope="module")
 def built():
+    """The standard MLP training step on the CPU, compiled and warmed up, with its K and rounds."""
     from bench import measure
     from bench.cases import Case, DeviceConfig
+    from bench.profiles import PROFILES
     from workloads import WORKLOADS
 
     names = measure.configure_devices(DeviceConfig("cpu"))
@@ -41,9 +43,7 @@ def built():
     t0 = time.perf_counter()
     b.step()
     measure.sync()
-    k, rounds = measure.plan_rounds(
-        time.perf_counter() - t0, __import__("bench.profiles", fromlist=["x"]).PROFILES[PROFILE]
-    )
+    k, rounds = measure.plan_rounds(time.perf_counter() - t0, PROFILES[PROFILE])
     yield measure, b, case, k, rounds
     summary = {name: statistics.median(v) for name, v in RESULTS.items() if v}
     out = {"profile": PROFILE, "steps_per_round": k, "rounds": rounds, "samples_per_s": RESULTS, "median": summary}
@@ -65,6 +65,7 @@ def _bare(measure, b, case, k, rounds) -> float:
 @pytest.mark.parametrize("rep", range(REPS))
 @pytest.mark.parametrize("sampler", ["on", "off"])
 def test_overhead(benchmark, built, rep, sampler):
+    """One repetition: bare loop (sampler-on reps only), then the harness."""
     from bench.telemetry import EmptyGPUs, HostMonitor, Window
 
     measure, b, case, k, rounds = built
