@@ -121,6 +121,24 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.resume:
         from bench.runner import results_path
 
+        given = (
+            [
+                flag
+                for k, flag in (
+                    ("workloads", "--workloads"),
+                    ("modes", "--modes"),
+                    ("batch_size", "--batch-size"),
+                    ("keyword", "-k"),
+                )
+                if getattr(a, k)
+            ]
+            + (["--profile"] if a.profile != "standard" else [])
+            + (["--devices"] if a.devices != ("auto",) else [])
+            + (["--precisions"] if a.precisions != ("auto",) else [])
+        )
+        if given:
+            raise UserError(f"--resume reruns the stored options of that run; drop {', '.join(given)}")
+
         storage.load(results_path(a.results_dir, a.resume))  # fail fast, before TensorFlow starts
     machine = devices.discover()
 

@@ -44,6 +44,10 @@ def results(tmp_path):
         (["run", "--resume", "nope"], "no such results file"),
         (["run", "--resume", "../etc/passwd"], "run id must be"),
         (["run", "--resume", "truncated"], "not valid JSON"),
+        (
+            ["run", "--resume", "r1", "--profile", "smoke"],
+            "--resume reruns the stored options of that run; drop --profile",
+        ),
         (["export", "RESULTS/truncated.json"], "not valid JSON"),
         (["export", "RESULTS/foreign.json"], "not an accelbench results file"),
         (["export", "RESULTS/r1.json", "--format", "xlsx"], "--format must be csv"),

@@ -154,7 +154,7 @@ def test_kill_9_leaves_a_valid_file_with_finished_cases(tmp_path):
 def test_report_of_the_cpu_smoke_run(smoke):
     d, path, r = smoke
     html = (d / "reports" / path.stem / "index.html").read_text()
-    assert "mlp-train-cpu-mixed_bfloat16-b64" in html and "mlp-train-gpu1-tf32-b64" in html
+    assert "mlp-train-cpu-mixed_bfloat16-b64" in html and "mlp-train-gpu1-fp32-b64" in html
     assert "no NVIDIA GPU" in html  # the unsupported GPU cases with their reason
     assert "TensorFlow / Keras" in html and "virtual devices: shared silicon" in html
     assert "not measured (unavailable: CPU case" in html

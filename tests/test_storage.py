@@ -128,7 +128,7 @@ def test_broken_files_give_one_line_errors_naming_the_file(tmp_path, content, ms
 
 
 def test_pytest_benchmark_compare_reads_results(tmp_path):
-    p = tmp_path / "0001_r1.json"
+    p = tmp_path / "20261202-000000-abcd.json"  # a run-id name, as accelbench writes it
     storage.write_atomic(p, doc())
     out = subprocess.run([sys.executable, "-m", "pytest_benchmark", "compare", str(p)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
