@@ -28,6 +28,7 @@ from bench.planning import RunOptions, plan
 from bench.telemetry import gpus as nvml
 from workloads import WORKLOADS
 
+WORKER = [sys.executable, "-m", "bench.worker"]  # + PLAN SPOOL
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$")
 
 
@@ -188,8 +189,10 @@ class Run:
                 case = remaining.pop(0)
                 info = _info_for(case, self.run_id, self.opts.profile)
                 tail = _log_tail(log)
-                how = f"killed by signal {-rc}" if rc < 0 else f"exit code {rc}"
-                oom = rc == -9 or "out of memory" in tail.lower()
+                how = f"exit code {rc}"
+                if rc < 0:
+                    how = f"killed by signal {-rc}" + (" (SIGKILL: often the kernel's OOM killer)" if rc == -9 else "")
+                oom = "out of memory" in tail.lower() or "oom" in tail.lower().split()
                 info.update(
                     status="oom" if oom else "error",
                     reason=f"worker process died ({how}) during this case; log {log}: {tail}",
@@ -205,7 +208,7 @@ class Run:
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         with open(log, "w") as logf:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "bench.worker", str(plan_path), str(spool)],
+                [*WORKER, str(plan_path), str(spool)],
                 stdout=logf,
                 stderr=subprocess.STDOUT,
                 env=env,

@@ -1,0 +1,59 @@
+"""Stands in for ``python -m bench.worker PLAN SPOOL`` in the runner tests (no TensorFlow).
+
+With 3 or more cases it finishes the first and then dies by SIGKILL "during" the second, as an
+OOM-killed worker would; otherwise it finishes every case.
+"""
+
+import json
+import os
+import signal
+import sys
+
+with open(sys.argv[1]) as f:
+    plan = json.load(f)
+spool = sys.argv[2]
+stats = {
+    "min": 0.1,
+    "max": 0.1,
+    "mean": 0.1,
+    "stddev": 0.0,
+    "rounds": 6,
+    "median": 0.1,
+    "iqr": 0.0,
+    "q1": 0.1,
+    "q3": 0.1,
+    "iqr_outliers": 0,
+    "stddev_outliers": 0,
+    "outliers": "0;0",
+    "ld15iqr": 0.1,
+    "hd15iqr": 0.1,
+    "ops": 10.0,
+    "total": 0.6,
+    "data": [0.1] * 6,
+    "iterations": 1,
+}
+for i, c in enumerate(plan["cases"]):
+    if i == 1 and len(plan["cases"]) >= 3:
+        print("allocating a lot ...", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    info = {
+        **c,
+        "run_id": plan["run_id"],
+        "global_batch": c["per_replica_batch"] * c["device_count"],
+        "status": "ok",
+        "reason": "",
+        "steps_per_round": 10,
+        "samples_per_s": 6400.0,
+    }
+    rec = {
+        "group": None,
+        "name": f"test_case[{c['case_id']}]",
+        "fullname": f"bench/suite.py::test_case[{c['case_id']}]",
+        "params": {"case_id": c["case_id"]},
+        "param": c["case_id"],
+        "extra_info": info,
+        "options": {},
+        "stats": stats,
+    }
+    with open(spool, "a") as f:
+        f.write(json.dumps(rec) + "\n")
