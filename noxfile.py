@@ -1,5 +1,7 @@
 """accelbench's sessions: ``nox -s bench``, ``nox -s tests``, ``nox -s lint``, ``nox -s report``."""
 
+import os
+
 import nox
 
 nox.needs_version = ">=2025.2.9"
@@ -8,12 +10,14 @@ nox.options.sessions = ["tests", "lint"]
 nox.options.reuse_venv = "yes"
 
 PYPROJECT = nox.project.load_toml("pyproject.toml")
+# ACCELBENCH_EXTRAS=cuda nox -s bench installs TensorFlow with its CUDA libraries (GPU machines).
+PROJECT = f".[{os.environ['ACCELBENCH_EXTRAS']}]" if os.environ.get("ACCELBENCH_EXTRAS") else "."
 
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Run the benchmark matrix, print the summary table, write the report. Args go to `accelbench run`."""
-    session.install(".")
+    session.install(PROJECT)
     session.run("accelbench", "run", *session.posargs)
 
 
