@@ -17,7 +17,7 @@ CPU_FLAGS_FOR = {"mixed_bfloat16": ("avx512_bf16", "amx_bf16")}
 # of fp32 and CNN training at 0.02x: TensorFlow's CPU fp16 kernels are mostly emulated.
 CPU_FP16_REASON = (
     "mixed_float16 on CPU: TensorFlow's CPU kernels emulate most fp16 ops even where the CPU "
-    "has avx512_fp16 (measured: MLP training at 0.01x of fp32); it would publish a fake loss"
+    "has avx512_fp16 (measured: MLP training at 0.01x of fp32)"
 )
 CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16", "amx_tile")
 

@@ -428,7 +428,6 @@ def _data(run: RunData) -> str:
 
 
 def _baseline(run: RunData, base: dict, threshold: float) -> str:
-    b = analysis.load_run(base, "baseline")
     note = ""
     if machine_identity(run.doc) != machine_identity(base):
         note = (
@@ -445,7 +444,6 @@ def _baseline(run: RunData, base: dict, threshold: float) -> str:
                 f'<td class="{"warn" if change.verdict == "regressed" else ""}">{_e(change.verdict)}</td>',
             ]
         )
-    del b
     return note + (
         _table(
             ["case", "new / baseline [95% CI]", "Mann-Whitney p", f"verdict (threshold {threshold:.0%}, p < 0.01)"],
@@ -588,6 +586,3 @@ def render(docs: list[dict], out_dir: str | Path, baseline: dict | None = None, 
     tmp.replace(out / "index.html")
     (out / "report.md").write_text(md)
     return out
-
-
-__all__ = ["changes", "html_report", "markdown_report", "regressions", "render", "storage"]
