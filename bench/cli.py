@@ -233,6 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as e:
         print(f"accelbench: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # unwritable folder, full disk: no traceback; results on disk stay whole (atomic writes)
+        print(f"accelbench: error: {e.strerror or e}{f': {e.filename}' if e.filename else ''}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("accelbench: interrupted; finished cases are saved", file=sys.stderr)
         return 130

@@ -102,3 +102,11 @@ def test_export_csv_has_the_contract_columns(results, tmp_path):
     unsupported = next(r for r in rows if "tf32" in r)
     assert ",0," not in unsupported.replace("device_count", "")  # unknown figures are empty cells, not 0
     assert cli("export", str(results / "r1.json")).stdout == out.read_text()
+
+
+def test_unwritable_output_is_one_line(results, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    r = cli("report", str(results / "r1.json"), "--out", str(blocker / "sub"), cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.startswith("accelbench: error: ") and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1

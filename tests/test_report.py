@@ -234,3 +234,12 @@ def test_cpu_only_sample_shows_precision_and_unsupported_gpu_cases():
     assert "No multi-device cases in this run." in html
     both = html_report([doc, storage.load(GPU8)])  # two machines in one report
     assert both.count("<h2>Environment - ") == 2 and "1 GPU, fp32" in both
+
+
+def test_datasheet_peaks_match_gpu_names_exactly():
+    from bench.report.peaks import datasheet_tflops
+
+    assert datasheet_tflops("NVIDIA H200", "mixed_bfloat16") == 989.4
+    assert datasheet_tflops("NVIDIA H200 NVL", "mixed_bfloat16") is None  # another part, not a prefix match
+    assert datasheet_tflops("NVIDIA A100-SXM4-40GB", "tf32") == 156
+    assert datasheet_tflops(None, "fp32") is None
