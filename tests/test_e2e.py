@@ -173,3 +173,42 @@ def test_devices_command_answers_is_tensorflow_using_my_gpu():
     )
     info = json.loads(j.stdout)
     assert info["cpu"]["logical_cores"] >= 1 and info["placement"][0]["ok"] is True
+
+
+def test_ctrl_c_keeps_finished_cases_and_marks_the_run_interrupted(tmp_path):
+    res = tmp_path / "results"
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "run",
+            "--profile",
+            "smoke",
+            "--workloads",
+            "mlp,cnn",
+            "--devices",
+            "cpu",
+            "--precisions",
+            "fp32",
+            "--results-dir",
+            str(res),
+            "--no-report",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        files = list(res.glob("*.json"))
+        if files and json.loads(files[0].read_text())["benchmarks"]:
+            break
+        time.sleep(0.2)
+    os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground process group
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130
+    assert err.strip().splitlines()[-1] == "accelbench: interrupted; finished cases are saved"
+    doc = storage.load(files[0])
+    assert doc["run"]["status"] == "interrupted" and doc["run"]["end"] and doc["benchmarks"]
