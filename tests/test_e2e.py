@@ -111,41 +111,39 @@ def test_resume_runs_only_missing_cases(smoke):
     assert data[gone] != keep[gone]  # measured again
 
 
-def test_kill_9_leaves_a_valid_file_with_finished_cases(tmp_path):
-    res = tmp_path / "results"
+RUN_4 = [
+    "run",
+    "--profile",
+    "smoke",
+    "--workloads",
+    "mlp,cnn",
+    "--devices",
+    "cpu",
+    "--precisions",
+    "fp32",
+    "--no-report",
+]
+
+
+def start_and_wait_for_a_case(res, **popen):
+    """Start a 4-case run in its own process group; return it once the file holds a finished case."""
     p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "run",
-            "--profile",
-            "smoke",
-            "--workloads",
-            "mlp,cnn",
-            "--devices",
-            "cpu",
-            "--precisions",
-            "fp32",
-            "--results-dir",
-            str(res),
-            "--no-report",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+        [sys.executable, "-m", "bench", *RUN_4, "--results-dir", str(res)], start_new_session=True, **popen
     )
     deadline = time.time() + 300
-    try:
-        while time.time() < deadline:
-            files = list(res.glob("*.json"))
-            if files and json.loads(files[0].read_text())["benchmarks"]:
-                break
-            time.sleep(0.2)
-    finally:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
-    (f,) = res.glob("*.json")
+    while time.time() < deadline:
+        files = list(res.glob("*.json"))
+        if files and json.loads(files[0].read_text())["benchmarks"]:
+            return p, files[0]
+        time.sleep(0.2)
+    os.killpg(p.pid, signal.SIGKILL)
+    raise AssertionError("no case finished within 300 s")
+
+
+def test_kill_9_leaves_a_valid_file_with_finished_cases(tmp_path):
+    p, f = start_and_wait_for_a_case(tmp_path / "results", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
     doc = storage.load(f)
     assert doc["benchmarks"] and doc["run"]["status"] == "running"
     assert len(doc["run"]["planned"]) == 4
@@ -176,39 +174,10 @@ def test_devices_command_answers_is_tensorflow_using_my_gpu():
 
 
 def test_ctrl_c_keeps_finished_cases_and_marks_the_run_interrupted(tmp_path):
-    res = tmp_path / "results"
-    p = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "run",
-            "--profile",
-            "smoke",
-            "--workloads",
-            "mlp,cnn",
-            "--devices",
-            "cpu",
-            "--precisions",
-            "fp32",
-            "--results-dir",
-            str(res),
-            "--no-report",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        files = list(res.glob("*.json"))
-        if files and json.loads(files[0].read_text())["benchmarks"]:
-            break
-        time.sleep(0.2)
+    p, f = start_and_wait_for_a_case(tmp_path / "results", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground process group
     _, err = p.communicate(timeout=120)
     assert p.returncode == 130
     assert err.strip().splitlines()[-1] == "accelbench: interrupted; finished cases are saved"
-    doc = storage.load(files[0])
+    doc = storage.load(f)
     assert doc["run"]["status"] == "interrupted" and doc["run"]["end"] and doc["benchmarks"]

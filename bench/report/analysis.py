@@ -102,6 +102,7 @@ def headline(run: RunData) -> list[dict]:
                 "workload": w,
                 "mode": mode,
                 "best_case": best_case,
+                "baseline_case": baseline_id(row),
                 "samples_per_s": float(row["samples_per_s"]),
                 "speedup": best,
                 "gpu1_fp32": _best(run, fp32)[1],

@@ -105,7 +105,7 @@ def _headline(runs: list[RunData]) -> str:
             g1c, g1 = h["gpu1_best"]
             mc, m = h["multi_best"]
             best = f"{h['best_case']}: {h['samples_per_s']:.4g} samples/s"
-            if h["best_case"] == f"{h['workload']}-{h['mode']}-cpu-fp32-b{h['best_case'].rsplit('-b', 1)[1]}":
+            if h["best_case"] == h["baseline_case"]:
                 best = f"CPU fp32 itself is the fastest: {best}"
             body.append(
                 [
