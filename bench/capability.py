@@ -88,13 +88,30 @@ def device_count(kind: str, count: int, available: int, virtual: bool, no_gpu_re
     return OK
 
 
-def xla_support(kind: str, count: int, virtual: bool) -> Support:
-    """XLA (jit_compile) support of a device configuration."""
-    if kind == "cpu" and virtual and count > 1:
+def xla_support(kind: str, count: int, virtual: bool, mode: str = "train") -> Support:
+    """XLA (jit_compile) support of a device configuration and mode.
+
+    Training compiles only forward and backward (the optimizer runs outside XLA), which works
+    over logical CPU devices too. Inference over several logical CPU devices does not: TF
+    compiles every replica's function for CPU:0, which cannot reach the other replicas'
+    variables. (On GPUs each replica's function is compiled for its own GPU.)
+    """
+    if kind == "cpu" and virtual and count > 1 and mode == "infer":
         return Support(
             False,
-            "XLA over several logical CPU devices fails in TensorFlow: every replica is compiled "
-            "for CPU:0 and cannot reach the variables of the others (XLA known issue "
-            "'tf.Variable on a different device')",
+            "XLA inference over several logical CPU devices fails in TensorFlow: every replica is "
+            "compiled for CPU:0 and cannot reach the variables of the others ('Trying to access "
+            "resource ... located in device CPU:1')",
+        )
+    return OK
+
+
+def virtual_gpu_split(memory_total_bytes: int | None) -> Support:
+    """A virtual GPU split needs the GPU's total memory (from NVML) to size the logical devices."""
+    if not memory_total_bytes:
+        return Support(
+            False,
+            "virtual GPUs are sized from NVML's total memory of the GPU, and NVML gave none "
+            "(NVML unavailable, or the GPU has no NVML match)",
         )
     return OK

@@ -70,6 +70,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("-k", dest="keyword", default="", help="pytest -k expression over case ids")
     r.add_argument("--sampler-interval", type=float, default=0.1, help="telemetry sampling interval, s (>= 0.1)")
     r.add_argument("--no-sampler", action="store_true", help="no background telemetry sampling")
+    r.add_argument(
+        "--stall-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="kill a worker that reports no progress for S seconds; its case is recorded as timeout "
+        "(default: the profile's compile allowance + 3 x case budget)",
+    )
     r.add_argument("--no-report", action="store_true", help="do not write the HTML/Markdown report")
     r.add_argument("--reports-dir", default="reports", help="folder of reports (default reports/)")
 
@@ -117,6 +125,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         keyword=a.keyword,
         sampler_interval_s=a.sampler_interval,
         sampler=not a.no_sampler,
+        stall_timeout_s=a.stall_timeout,
     )
     if a.resume:
         from bench.runner import results_path

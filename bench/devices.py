@@ -84,6 +84,26 @@ class Machine:
         ccs = [tuple(g["compute_capability"]) for g in self.tf.get("gpus", [])[:count] if g.get("compute_capability")]
         return min(ccs) if ccs and len(ccs) == min(count, self.tf_gpu_count) else None  # type: ignore[return-value]
 
+    def gpu_plan(self, kind: str, count: int, virtual: bool) -> dict:
+        """Which GPUs a device configuration uses, for the worker: CUDA ordinals, bus ids, memory.
+
+        ``cuda_ordinals`` index ``list_physical_devices("GPU")`` (CUDA's order), so a GPU that
+        TensorFlow ignores is never picked; ``memory_total_bytes`` is NVML's total of the
+        first GPU (what a virtual split divides), matched by PCI bus id.
+        """
+        if kind != "gpu":
+            return {"cuda_ordinals": [], "pci_bus_ids": [], "memory_total_bytes": None}
+        used = self.tf.get("gpus", [])[: 1 if virtual else count]
+        ordinals = [g.get("cuda_ordinal") for g in used]
+        buses = [g.get("pci_bus_id") for g in used]
+        by_bus = {g.pci_bus_id: g for g in self.nvml.gpus}
+        first = by_bus.get(nvml.normalize_bus_id(buses[0])) if buses and buses[0] else None
+        return {
+            "cuda_ordinals": ordinals if None not in ordinals else list(range(len(used))),
+            "pci_bus_ids": buses if None not in buses else [],
+            "memory_total_bytes": first.memory_total_bytes if first else None,
+        }
+
     def gpu_name(self) -> str:
         """Name of TensorFlow's first GPU."""
         g = self.tf.get("gpus", [])
@@ -97,7 +117,11 @@ class Machine:
         if seen and not self.tf.get("built_with_cuda", False):
             return f"NVML sees {seen} GPU(s) but this TensorFlow build has no CUDA support (pip install 'accelbench[cuda]')"
         if seen:
-            return f"NVML sees {seen} GPU(s) but TensorFlow found none: CUDA libraries not found (pip install 'accelbench[cuda]')"
+            return (
+                f"NVML sees {seen} GPU(s) but TensorFlow found none: CUDA libraries not loadable "
+                "(see the TensorFlow log of 'accelbench devices'; without accelbench[cuda] installed: "
+                "pip install 'accelbench[cuda]')"
+            )
         if self.nvml.reason == "NVIDIA driver not loaded":
             return "no NVIDIA GPU visible to TensorFlow: the NVIDIA driver is not loaded"
         if Path("/dev/nvidia0").exists():

@@ -33,13 +33,35 @@ class NumericsError(RuntimeError):
     """The loss was not finite after the timed rounds."""
 
 
-def configure_devices(device: DeviceConfig) -> list[str]:
+def virtual_gpu_limit_mb(total_bytes: int | None, count: int, share: float = 0.9) -> int:
+    """Memory limit (MB, as ``LogicalDeviceConfiguration`` takes it) of each of ``count`` logical GPUs.
+
+    ``total_bytes`` is NVML's total memory of the GPU being split, carried in the plan:
+    TensorFlow's ``get_device_details`` has no memory key (only ``device_name`` and
+    ``compute_capability``), so it cannot size the split. ``share`` of the total is divided
+    evenly; the rest stays for the CUDA context, cuDNN/cuBLAS workspaces and the driver.
+    """
+    if not total_bytes or total_bytes <= 0:
+        raise ValueError(
+            "cannot size virtual GPUs: NVML gave no total memory for the GPU to split "
+            "(NVML unavailable?); run without --virtual-devices"
+        )
+    return int(total_bytes * share / count) // 2**20
+
+
+def configure_devices(
+    device: DeviceConfig, gpu_memory_total_bytes: int | None = None, cuda_ordinals: Sequence[int] | None = None
+) -> list[str]:
     """Make exactly the case's devices visible (before TensorFlow initialises); their names.
 
     Virtual configurations split the first device into ``count`` logical devices (sharing its
-    silicon: correctness of the multi-device path, never scaling).
+    silicon: correctness of the multi-device path, never scaling); a GPU split is sized from
+    ``gpu_memory_total_bytes`` (NVML's total of that GPU, see :func:`virtual_gpu_limit_mb`).
+    ``cuda_ordinals`` pick the physical GPUs (the probe's list of GPUs TensorFlow really
+    creates), so a GPU TensorFlow ignores is never chosen; default: the first ones.
     """
-    gpus = tf.config.list_physical_devices("GPU")
+    physical = tf.config.list_physical_devices("GPU")
+    gpus = [physical[i] for i in cuda_ordinals if i < len(physical)] if cuda_ordinals else physical
     if device.kind == "cpu":
         tf.config.set_visible_devices([], "GPU")
         if device.count > 1:
@@ -47,9 +69,8 @@ def configure_devices(device: DeviceConfig) -> list[str]:
             tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * device.count)
         return [f"/device:CPU:{i}" for i in range(device.count)]
     if device.virtual:
+        limit = virtual_gpu_limit_mb(gpu_memory_total_bytes, device.count)
         tf.config.set_visible_devices(gpus[:1], "GPU")
-        total_mb = (tf.config.experimental.get_device_details(gpus[0]).get("memory_limit") or 0) // 2**20
-        limit = int(total_mb * 0.9 / device.count) if total_mb else 2048
         tf.config.set_logical_device_configuration(
             gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=limit)] * device.count
         )
@@ -69,6 +90,26 @@ def make_strategy(device: DeviceConfig, names: Sequence[str]) -> tuple[tf.distri
     else:
         ops = tf.distribute.ReductionToOneDevice(reduce_to_device=names[0])
     return tf.distribute.MirroredStrategy(devices=list(names), cross_device_ops=ops), type(ops).__name__
+
+
+def gpu_bus_ids() -> list[str]:
+    """PCI bus ids of the GPUs TensorFlow created in this process, in its order.
+
+    Deduplicated (logical splits of one GPU share its id); [] where TensorFlow does not say.
+    """
+    from bench.tfprobe import tf_gpu_descs
+
+    try:
+        descs = tf_gpu_descs()
+    except Exception:  # the mapping falls back to the probe's bus ids
+        return []
+    out: list[str] = []
+    for d in descs:
+        if not d["pci_bus_id"]:
+            return []
+        if d["pci_bus_id"] not in out:
+            out.append(d["pci_bus_id"])
+    return out
 
 
 def sync() -> None:
@@ -189,18 +230,84 @@ def reset_memory(names: Sequence[str]) -> None:
             pass
 
 
+class SyncedLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """Keras' LossScaleOptimizer with the finiteness check agreed across replicas.
+
+    Keras decides "skip the step and halve the scale" from replica 0's own gradients (it
+    assumes they are already all-reduced; in a custom loop they are not, the inner optimizer
+    all-reduces after the check). A non-finite gradient on any other replica was applied and
+    destroyed the weights. Here every replica contributes its flag to an all-reduce, so all
+    replicas skip together, and under XLA no replica can take the other branch of the
+    ``cond`` and leave a collective waiting.
+    """
+
+    def check_finite(self, grads: Any) -> Any:
+        """True only when every replica's gradients are finite."""
+        finite = super().check_finite(grads)
+        ctx = tf.distribute.get_replica_context()
+        if ctx is None or ctx.num_replicas_in_sync == 1:
+            return finite
+        bad = ctx.all_reduce(tf.distribute.ReduceOp.SUM, tf.cast(tf.logical_not(finite), tf.float32))
+        return tf.equal(bad, 0.0)
+
+
 @dataclass
 class Built:
-    """A case's step function and everything it closes over."""
+    """A case's step function and everything it closes over.
+
+    ``xla_scope`` says what XLA compiles: ``forward+backward`` for training (the optimizer,
+    with its all-reduce, runs outside XLA), ``forward`` for inference, None without XLA.
+    ``graph_ops`` lists the op types of the traced step, from which
+    :func:`all_reduce_used` reads the all-reduce that really ran.
+    """
 
     step: Callable[[], Any]
     model: keras.Model
     params: int
     inputs: Any
+    optimizer: Any = None
+    xla_scope: str | None = None
+    concrete: Callable[[], Any] | None = None
+
+    def graph_ops(self) -> set[str]:
+        """Op types of the traced step, nested functions included (empty before the first call)."""
+        if self.concrete is None:
+            return set()
+        try:
+            gdef = self.concrete().graph.as_graph_def()
+        except Exception:  # nothing traced yet, or no graph to read
+            return set()
+        ops = {n.op for n in gdef.node}
+        for f in gdef.library.function:
+            ops.update(n.op for n in f.node_def)
+        return ops
+
+
+def all_reduce_used(ops: set[str], configured: str) -> str:
+    """The all-reduce the traced step really contains: NCCL ops, collective ops, or ``configured``.
+
+    Under XLA, MirroredStrategy swaps the configured cross-device ops for CollectiveAllReduce
+    (with only a log warning), so the configured name alone can be wrong.
+    """
+    nccl = any(o.startswith("Nccl") for o in ops)
+    collective = any(o.startswith("CollectiveReduce") or o.startswith("CollectiveAllReduce") for o in ops)
+    if nccl and collective:
+        return "NcclAllReduce+CollectiveAllReduce"
+    if nccl:
+        return "NcclAllReduce"
+    if collective:
+        return "CollectiveAllReduce"
+    return configured
 
 
 def build_case(case: Case, profile: str, strategy: tf.distribute.Strategy, names: Sequence[str]) -> Built:
-    """Model, optimizer, device-resident synthetic data and the compiled step of ``case``."""
+    """Model, optimizer, device-resident synthetic data and the compiled step of ``case``.
+
+    With XLA, training compiles only the forward and backward pass; the optimizer (and so the
+    gradient all-reduce and the loss-scale bookkeeping) runs outside XLA. Compiling the whole
+    replica step fails under MirroredStrategy on GPUs: Keras' optimizer calls ``merge_call``,
+    which XLA's no-merge-call path forbids (keras-team/tf-keras#385, keras-team/keras#21366).
+    """
     w = WORKLOADS[case.workload]
     size = w.size(profile)
     with strategy.scope():
@@ -209,7 +316,7 @@ def build_case(case: Case, profile: str, strategy: tf.distribute.Strategy, names
         if case.mode == "train":
             optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
             if case.precision == "mixed_float16":
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+                optimizer = SyncedLossScaleOptimizer(optimizer)
             optimizer.build(model.trainable_variables)
 
     batches: dict[int, tuple[Any, Any]] = {}
@@ -230,28 +337,45 @@ def build_case(case: Case, profile: str, strategy: tf.distribute.Strategy, names
     y = strategy.experimental_distribute_values_from_function(part(1))
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
     global_batch = case.global_batch
+    scaled_loss = case.precision == "mixed_float16"
 
-    def train_replica(x: Any, y: Any) -> Any:
+    def grads_and_loss(x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:
             logits = model(x, training=True)
             loss = tf.nn.compute_average_loss(loss_fn(y, logits), global_batch_size=global_batch)
-            scaled = optimizer.scale_loss(loss) if case.precision == "mixed_float16" else loss
-        grads = tape.gradient(scaled, model.trainable_variables)
-        optimizer.apply(grads, model.trainable_variables)
-        return loss
+            scaled = optimizer.scale_loss(loss) if scaled_loss else loss
+        return tape.gradient(scaled, model.trainable_variables), loss
 
     def infer_replica(x: Any, y: Any) -> Any:
         return model(x, training=False)
 
-    replica = train_replica if case.mode == "train" else infer_replica
     if case.xla:
-        replica = tf.function(replica, jit_compile=True)
+        grads_and_loss = tf.function(grads_and_loss, jit_compile=True)
+        infer_replica = tf.function(infer_replica, jit_compile=True)
+
+    def train_replica(x: Any, y: Any) -> Any:
+        grads, loss = grads_and_loss(x, y)
+        optimizer.apply(grads, model.trainable_variables)
+        return loss
+
+    replica = train_replica if case.mode == "train" else infer_replica
 
     @tf.function
     def step(x: Any, y: Any) -> Any:
         return strategy.run(replica, args=(x, y))
 
-    return Built(step=lambda: step(x, y), model=model, params=int(model.count_params()), inputs=x)
+    scope = None
+    if case.xla:
+        scope = "forward+backward" if case.mode == "train" else "forward"
+    return Built(
+        step=lambda: step(x, y),
+        model=model,
+        params=int(model.count_params()),
+        inputs=x,
+        optimizer=optimizer,
+        xla_scope=scope,
+        concrete=lambda: step.get_concrete_function(x, y),
+    )
 
 
 def plan_rounds(step_s: float, timing: Timing) -> tuple[int, int]:
@@ -267,8 +391,17 @@ def final_loss(strategy: tf.distribute.Strategy, out: Any) -> float:
     return float(sum(np.asarray(v, dtype=np.float64) for v in strategy.experimental_local_results(out)))
 
 
-def timed_rounds(step: Callable[[], Any], steps_per_round: int, rounds: int, pedantic: Callable[..., Any]) -> Any:
-    """Run ``rounds`` rounds of ``steps_per_round`` steps, one sync per round, via ``pedantic``."""
+def timed_rounds(
+    step: Callable[[], Any],
+    steps_per_round: int,
+    rounds: int,
+    pedantic: Callable[..., Any],
+    setup: Callable[[], None] | None = None,
+) -> Any:
+    """Run ``rounds`` rounds of ``steps_per_round`` steps, one sync per round, via ``pedantic``.
+
+    ``setup`` runs before each round, outside the timed part (a progress heartbeat).
+    """
     last: list[Any] = [None]
 
     def one_round() -> None:
@@ -278,7 +411,7 @@ def timed_rounds(step: Callable[[], Any], steps_per_round: int, rounds: int, ped
         sync()
         last[0] = out
 
-    pedantic(one_round, rounds=rounds, iterations=1, warmup_rounds=0)
+    pedantic(one_round, setup=setup, rounds=rounds, iterations=1, warmup_rounds=0)
     return last[0]
 
 

@@ -38,6 +38,7 @@ class RunOptions:
     keyword: str = ""
     sampler_interval_s: float = 0.1
     sampler: bool = True
+    stall_timeout_s: float | None = None
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -56,6 +57,8 @@ class RunOptions:
             raise UserError(f"--batch-size must be a positive integer; got {self.batch_size}")
         if self.virtual_devices < 0 or self.virtual_devices == 1:
             raise UserError(f"--virtual-devices must be 0 (off) or >= 2; got {self.virtual_devices}")
+        if self.stall_timeout_s is not None and self.stall_timeout_s <= 0:
+            raise UserError(f"--stall-timeout must be a positive number of seconds; got {self.stall_timeout_s}")
         if self.sampler_interval_s < 0.1:
             raise UserError(f"--sampler-interval must be >= 0.1 s (<= 10 Hz); got {self.sampler_interval_s}")
 
@@ -63,6 +66,11 @@ class RunOptions:
     def timing(self) -> Timing:
         """The profile's timing."""
         return PROFILES[self.profile]
+
+    @property
+    def stall_s(self) -> float:
+        """The watchdog's bound: ``--stall-timeout``, else the profile's."""
+        return self.stall_timeout_s or self.timing.stall_timeout_s
 
     def to_dict(self) -> dict:
         """Stored in the results' run block (and read back by --resume)."""
@@ -121,9 +129,13 @@ def support(case: Case, machine: Machine) -> Support:
     )
     if not dev.supported:
         return dev
-    x = capability.xla_support(case.device_kind, case.device_count, case.virtual) if case.xla else capability.OK
-    if not x.supported:
+    x = capability.xla_support(case.device_kind, case.device_count, case.virtual, case.mode)
+    if case.xla and not x.supported:
         return x
+    if case.device_kind == "gpu" and case.virtual:
+        v = capability.virtual_gpu_split(machine.gpu_plan("gpu", case.device_count, True)["memory_total_bytes"])
+        if not v.supported:
+            return v
     if case.device_kind == "cpu":
         return capability.cpu_precision(case.precision, machine.cpu.flags)
     n = 1 if case.virtual else case.device_count

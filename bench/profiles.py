@@ -22,6 +22,9 @@ class Timing:
         probe_n: matrix size of the matmul probe, per device kind.
         probe_budget_s: wall time of the matmul probe (seconds).
         latency_batch1: add a batch-1 inference case per workload and device.
+        compile_allowance_s: the longest a worker may stay silent while it starts TensorFlow
+            or compiles a step; with 3 x ``case_budget_s`` it bounds the watchdog
+            (:attr:`stall_timeout_s`).
     """
 
     case_budget_s: float
@@ -34,6 +37,12 @@ class Timing:
     probe_n: dict
     probe_budget_s: float
     latency_batch1: bool
+    compile_allowance_s: float = 600.0
+
+    @property
+    def stall_timeout_s(self) -> float:
+        """A worker that reports no progress for this long is killed (its case: ``timeout``)."""
+        return self.compile_allowance_s + 3 * self.case_budget_s
 
     def to_dict(self) -> dict:
         """Plain dict, as recorded in results."""
@@ -41,9 +50,9 @@ class Timing:
 
 
 PROFILES: dict[str, Timing] = {
-    "smoke": Timing(1.2, 0.04, 10, 6, 30, 2, 20, {"cpu": 512, "gpu": 4096}, 0.4, False),
-    "standard": Timing(20.0, 1.0, 10, 6, 30, 5, 100, {"cpu": 2048, "gpu": 8192}, 3.0, True),
-    "large": Timing(60.0, 1.0, 20, 6, 60, 10, 200, {"cpu": 4096, "gpu": 16384}, 5.0, True),
+    "smoke": Timing(1.2, 0.04, 10, 6, 30, 2, 20, {"cpu": 512, "gpu": 4096}, 0.4, False, 300.0),
+    "standard": Timing(20.0, 1.0, 10, 6, 30, 5, 100, {"cpu": 2048, "gpu": 8192}, 3.0, True, 900.0),
+    "large": Timing(60.0, 1.0, 20, 6, 60, 10, 200, {"cpu": 4096, "gpu": 16384}, 5.0, True, 1800.0),
 }
 
 

@@ -1,8 +1,12 @@
-"""Running a plan: one worker process per device configuration, results rewritten atomically.
+"""Running a plan: one worker process per group of cases, results rewritten atomically.
 
-The parent never imports TensorFlow. It writes ``results/<run-id>.json`` after every finished
-case (so ``kill -9`` at any moment leaves a valid file with every finished case), restarts a
-worker that died for the cases it had left, and records the case it died on as ``error``.
+A group is a device configuration, and on GPUs its TF32 setting, and XLA on or off: cuDNN's
+autotune cache has no TF32 key and XLA with MirroredStrategy leaks threads, so neither may
+cross from one kind of case to another. The parent never imports TensorFlow. It writes
+``results/<run-id>.json`` after every finished case (so ``kill -9`` at any moment leaves a
+valid file with every finished case), restarts a worker that died for the cases it had left,
+and records the case it died on as ``error``. A worker that reports no progress (heartbeats
+name its phase) within the profile's bound is killed and its case recorded as ``timeout``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,6 +34,7 @@ from bench.telemetry import gpus as nvml
 from workloads import WORKLOADS
 
 WORKER = [sys.executable, "-m", "bench.worker"]  # + PLAN SPOOL
+GroupKey = tuple[DeviceConfig, bool | None, bool]
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$")
 
 
@@ -62,6 +68,18 @@ def commit_info() -> dict:
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat()
+
+
+def group_key(case: Case) -> GroupKey:
+    """(device config, TF32 on/off on GPUs (None on CPUs), XLA): the cases one worker may run."""
+    tf32 = case.precision != "fp32" if case.device_kind == "gpu" else None
+    return case.device, tf32, case.xla
+
+
+def group_label(key: GroupKey) -> str:
+    """``gpu2-tf32on-xla``, ``gpu1-tf32off``, ``cpu`` (used in log names)."""
+    device, tf32, xla = key
+    return device.label + ("" if tf32 is None else "-tf32on" if tf32 else "-tf32off") + ("-xla" if xla else "")
 
 
 def _info_for(case: Case, run_id: str, profile: str) -> dict:
@@ -128,14 +146,14 @@ class Run:
                 todo.append(case)
         self.doc["run"]["status"] = "running"
         self._save()
-        idle = self._idle_power(todo)
         bar = self.progress(total=len(todo)) if self.progress else None
         try:
-            by_config: dict[DeviceConfig, list[Case]] = {}
+            idle = self._idle_power(todo)
+            groups: dict[GroupKey, list[Case]] = {}
             for c in todo:
-                by_config.setdefault(c.device, []).append(c)
-            for device, cases in by_config.items():
-                self._run_config(device, cases, idle, bar)
+                groups.setdefault(group_key(c), []).append(c)
+            for key, cases in groups.items():
+                self._run_group(key, cases, idle, bar)
             self.doc["run"]["status"] = "complete"
         except KeyboardInterrupt:
             self.doc["run"]["status"] = "interrupted"
@@ -148,17 +166,38 @@ class Run:
         return self.path
 
     def _idle_power(self, todo: list[Case]) -> dict:
-        """Idle power per GPU, once per run, before any worker starts (nothing runs on them)."""
+        """Idle power per GPU uuid (W), once per run, before any worker starts; never raises."""
         if not any(c.device_kind == "gpu" for c in todo):
             return {}
-        found = nvml.discover()
-        if found.reason:
+        try:
+            found = nvml.discover()
+            if found.reason:
+                self.doc["run"]["idle_power_reason"] = found.reason
+                return {}
+            idle = nvml.idle_power(found.gpus)
+        except Exception as e:  # telemetry must never cost the run
+            self.doc["run"]["idle_power_reason"] = f"{type(e).__name__}: {e}"
             return {}
-        idle = nvml.idle_power_w(found.gpus, seconds=1.0)
-        self.doc["run"]["idle_power_w"] = idle
-        return idle
+        self.doc["run"]["idle_power"] = {u: i.to_dict() for u, i in idle.items()}
+        self.doc["run"]["idle_power_w"] = {u: i.power_w for u, i in idle.items()}
+        return self.doc["run"]["idle_power_w"]
 
-    def _run_config(self, device: DeviceConfig, cases: list[Case], idle: dict, bar) -> None:
+    def _plan_for(self, key: GroupKey, cases: list[Case], idle: dict) -> dict:
+        device = key[0]
+        return {
+            "run_id": self.run_id,
+            "profile": self.opts.profile,
+            "device": {"kind": device.kind, "count": device.count, "virtual": device.virtual},
+            "gpu": self.machine.gpu_plan(device.kind, device.count, device.virtual),
+            "timing": self.opts.timing.to_dict(),
+            "cases": [{"case_id": c.id, **c.to_dict()} for c in cases],
+            "idle_power_w": idle,
+            "sampler_interval_s": self.opts.sampler_interval_s,
+            "sampler": self.opts.sampler,
+            "nvml_status": self.machine.nvml.reason or "ok",
+        }
+
+    def _run_group(self, key: GroupKey, cases: list[Case], idle: dict, bar) -> None:
         remaining = list(cases)
         logdir = self.path.with_suffix(".logs")
         logdir.mkdir(parents=True, exist_ok=True)
@@ -167,45 +206,47 @@ class Run:
             attempt += 1
             with tempfile.TemporaryDirectory() as d:
                 plan_path, spool = Path(d) / "plan.json", Path(d) / "spool.jsonl"
-                plan_path.write_text(
-                    json.dumps(
-                        {
-                            "run_id": self.run_id,
-                            "profile": self.opts.profile,
-                            "device": {"kind": device.kind, "count": device.count, "virtual": device.virtual},
-                            "timing": self.opts.timing.to_dict(),
-                            "cases": [{"case_id": c.id, **c.to_dict()} for c in remaining],
-                            "idle_power_w": idle,
-                            "sampler_interval_s": self.opts.sampler_interval_s,
-                            "sampler": self.opts.sampler,
-                            "nvml_status": self.machine.nvml.reason or "ok",
-                        }
-                    )
-                )
-                log = logdir / f"{device.label}-{attempt}.log"
-                rc = self._watch_worker(plan_path, spool, log, remaining, bar)
-            if remaining and rc is not None:
-                # the worker died while running remaining[0]: that case is the casualty
-                case = remaining.pop(0)
-                info = _info_for(case, self.run_id, self.opts.profile)
-                tail = _log_tail(log)
-                how = f"exit code {rc}"
-                if rc < 0:
-                    how = f"killed by signal {-rc}" + (" (SIGKILL: often the kernel's OOM killer)" if rc == -9 else "")
-                oom = "out of memory" in tail.lower() or "oom" in tail.lower().split()
-                info.update(
-                    status="oom" if oom else "error",
-                    reason=f"worker process died ({how}) during this case; log {log}: {tail}",
-                )
-                storage.add_record(self.doc, records.unmeasured(case, info))
+                plan_path.write_text(json.dumps(self._plan_for(key, remaining, idle)))
+                log = logdir / f"{group_label(key)}-{attempt}.log"
+                end = self._watch_worker(plan_path, spool, log, remaining, bar)
+            if remaining and end.rc is not None:
+                # the worker died or hung while running a case: that case is the casualty
+                hit = [c for c in remaining if c.id == end.case_id]
+                case = hit[0] if hit else remaining[0]
+                remaining.remove(case)
+                storage.add_record(self.doc, records.unmeasured(case, self._casualty(case, end, log)))
                 self._save()
                 if bar is not None:
                     bar.update(1)
 
-    def _watch_worker(self, plan_path: Path, spool: Path, log: Path, remaining: list[Case], bar) -> int | None:
-        """Run one worker; merge its records as they arrive. Returns its exit code."""
+    def _casualty(self, case: Case, end: WorkerEnd, log: Path) -> dict:
+        info = _info_for(case, self.run_id, self.opts.profile)
+        tail = _log_tail(log)
+        if end.stalled:
+            info.update(
+                status="timeout",
+                reason=(
+                    f"no progress for {self.opts.stall_s:.0f} s (last: {end.phase or 'starting'}); worker killed "
+                    f"(a hung collective such as NCCL, or a stuck driver?); log {log}: {tail}"
+                ),
+            )
+            return info
+        rc = end.rc or 0
+        how = f"exit code {rc}"
+        if rc < 0:
+            how = f"killed by signal {-rc}" + (" (SIGKILL: often the kernel's OOM killer)" if rc == -9 else "")
+        oom = "out of memory" in tail.lower() or "oom" in tail.lower().split()
+        info.update(
+            status="oom" if oom else "error",
+            reason=f"worker process died ({how}) during this case; log {log}: {tail}",
+        )
+        return info
+
+    def _watch_worker(self, plan_path: Path, spool: Path, log: Path, remaining: list[Case], bar) -> WorkerEnd:
+        """Run one worker; merge its records as they arrive; kill it when it stalls."""
         env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", PYTHONUNBUFFERED="1")
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        end = WorkerEnd()
         with open(log, "w") as logf:
             proc = subprocess.Popen(
                 [*WORKER, str(plan_path), str(spool)],
@@ -214,21 +255,28 @@ class Run:
                 env=env,
                 stdin=subprocess.DEVNULL,
             )
-            offset = 0
+            offset, last = 0, time.monotonic()
             try:
                 while True:
                     rc = proc.poll()
-                    offset = self._merge(spool, offset, remaining, bar)
+                    new = self._merge(spool, offset, remaining, bar, end)
+                    if new != offset:
+                        offset, last = new, time.monotonic()
                     if rc is not None:
-                        self._merge(spool, offset, remaining, bar)
-                        return rc
+                        self._merge(spool, offset, remaining, bar, end)
+                        end.rc = rc
+                        return end
+                    if time.monotonic() - last > self.opts.stall_s:
+                        proc.kill()
+                        end.rc, end.stalled = proc.wait(), True
+                        return end
                     time.sleep(0.2)
             except BaseException:
                 proc.kill()
                 proc.wait()
                 raise
 
-    def _merge(self, spool: Path, offset: int, remaining: list[Case], bar) -> int:
+    def _merge(self, spool: Path, offset: int, remaining: list[Case], bar, end: WorkerEnd) -> int:
         if not spool.exists():
             return offset
         with open(spool) as f:
@@ -238,6 +286,11 @@ class Run:
         complete, rest = lines[:-1], lines[-1]
         for line in complete:
             rec = json.loads(line)
+            if "heartbeat" in rec:
+                end.case_id, end.phase = rec["heartbeat"].get("case_id"), rec["heartbeat"].get("phase")
+                if bar is not None:
+                    bar.set_postfix_str(f"{end.case_id or 'worker'}: {end.phase}", refresh=True)
+                continue
             storage.add_record(self.doc, rec)
             cid = storage.case_id_of(rec)
             remaining[:] = [c for c in remaining if c.id != cid]
@@ -246,6 +299,16 @@ class Run:
                 bar.set_postfix_str(f"{cid}: {rec['extra_info']['status']}", refresh=False)
                 bar.update(1)
         return offset + len(data) - len(rest)
+
+
+@dataclass
+class WorkerEnd:
+    """How a worker ended: exit code, whether the watchdog killed it, its last heartbeat."""
+
+    rc: int | None = None
+    stalled: bool = False
+    case_id: str | None = None
+    phase: str | None = None
 
 
 def _log_tail(log: Path, n: int = 3) -> str:

@@ -23,7 +23,7 @@ SCHEMA_VERSION = 1
 FORMAT = "accelbench-results"
 
 MEASURED_STATUSES = ("ok",)
-STATUSES = ("ok", "unsupported", "numerics", "oom", "error")
+STATUSES = ("ok", "unsupported", "numerics", "oom", "timeout", "error")
 
 CASE_COLUMNS = [
     "run_id",

@@ -8,13 +8,48 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+
+_DESC = re.compile(r"(?:^|,\s*)([a-z ]+):\s*([^,]+)")
+
+
+def parse_gpu_desc(desc: str) -> dict:
+    """TensorFlow's ``physical_device_desc`` of a GPU -> cuda ordinal, name, PCI bus id, cc.
+
+    E.g. ``device: 0, name: NVIDIA H100 80GB HBM3, pci bus id: 0000:3b:00.0, compute
+    capability: 9.0``. Missing parts are None.
+    """
+    fields = {k.strip(): v.strip() for k, v in _DESC.findall(desc or "")}
+    cc = fields.get("compute capability")
+    try:
+        major, minor = (int(x) for x in cc.split(".")) if cc else (None, None)
+    except ValueError:
+        major = minor = None
+    ordinal = fields.get("device")
+    return {
+        "cuda_ordinal": int(ordinal) if ordinal and ordinal.isdigit() else None,
+        "name": fields.get("name"),
+        "pci_bus_id": fields.get("pci bus id"),
+        "compute_capability": [major, minor] if major is not None else None,
+    }
+
+
+def tf_gpu_descs() -> list[dict]:
+    """The GPUs TensorFlow really created, in its own order (GPU:0, GPU:1, ...), parsed.
+
+    Unlike ``list_physical_devices``, this leaves out GPUs TensorFlow ignores (fewer SMs than
+    TF_MIN_GPU_MULTIPROCESSOR_COUNT, compute capability too low). Initialises the GPUs.
+    """
+    from tensorflow.python.client import device_lib
+
+    return [parse_gpu_desc(d.physical_device_desc) for d in device_lib.list_local_devices() if d.device_type == "GPU"]
 
 
 def probe(check: bool) -> dict:
     """TensorFlow/Keras versions, CUDA build info, visible GPUs, and with ``check`` placements."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # the order the workers use, whatever the user set
     import keras
     import tensorflow as tf
 
@@ -31,18 +66,32 @@ def probe(check: bool) -> dict:
         "gpus": [],
         "placement": [],
     }
-    for i, g in enumerate(tf.config.list_physical_devices("GPU")):
+    physical = tf.config.list_physical_devices("GPU")
+    for g in physical:
+        tf.config.experimental.set_memory_growth(g, True)
+    try:
+        created = tf_gpu_descs() if physical else []
+    except Exception as e:  # the bus ids are best effort; the listing below still works
+        created, out["gpu_desc_error"] = [], str(e).splitlines()[0][:200]
+    if created:
+        out["ignored_gpus"] = len(physical) - len(created)
+        for i, d in enumerate(created):
+            out["gpus"].append({"tf_index": i, **d})
+    for i, g in enumerate(physical if not created else []):
         try:
             d = tf.config.experimental.get_device_details(g)
         except Exception:  # details are best effort
             d = {}
         cc = d.get("compute_capability")
         out["gpus"].append(
-            {"tf_index": i, "name": d.get("device_name", g.name), "compute_capability": list(cc) if cc else None}
+            {
+                "tf_index": i,
+                "name": d.get("device_name", g.name),
+                "compute_capability": list(cc) if cc else None,
+                "pci_bus_id": None,
+            }
         )
     if check:
-        for g in tf.config.list_physical_devices("GPU"):
-            tf.config.experimental.set_memory_growth(g, True)
         for dev in ["/CPU:0"] + [f"/GPU:{i}" for i in range(len(out["gpus"]))]:
             try:
                 with tf.device(dev):

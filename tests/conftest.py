@@ -19,9 +19,9 @@ def clock():
 def fake_nvml(monkeypatch, clock):
     """Install a fake NVML with the given GPUs: ``fake_nvml([FakeGPU(...), ...])``."""
 
-    def install(gpus=None, init_error=None):
-        fake = FakeNVML(gpus if gpus is not None else [FakeGPU()], clock, init_error)
-        monkeypatch.setattr("bench.telemetry.gpus.pynvml", fake)
+    def install(gpus=None, init_error=None, binding=None):
+        fake = FakeNVML(gpus if gpus is not None else [FakeGPU()], clock, init_error, binding)
+        monkeypatch.setattr("bench.telemetry.nvml.pynvml", fake)
         return fake
 
     return install

@@ -2,7 +2,12 @@
 
 It uses pynvml's real error classes, constants and ctypes structs, and a fake clock, so expected
 joules and watts are exact. Power per GPU is piecewise constant: ``idle_w`` before ``load_at``
-seconds, ``load_w`` after; the energy counter is the exact integral (mJ).
+seconds, ``load_w`` after; the energy counter is the integral (mJ), exact, or quantised to
+``quantum_ms`` steps as real counters are (they move every 10-100 ms).
+
+``binding=`` makes the module look like a real older binding: the names that binding lacks are
+absent (AttributeError, as on the real module), not FunctionNotFound. ``MISSING`` lists them
+(nvidia-ml-py 12.535.77 / 12.560.30 and the deprecated pynvml 11.5.0 wheels, read by hand).
 """
 
 from __future__ import annotations
@@ -49,14 +54,29 @@ class FakeGPU:
         default_factory=set
     )  # energy, instant, memory_v2, clock_events, temperature_v, power_usage
     lost_at: float | None = None
+    quantum_ms: float = 0.0  # energy counter step (0 = exact)
+    mig: bool = False
+    no_permission: bool = False  # nvmlDeviceGetHandleByIndex refuses this GPU
+    pstate_idle: int = 8
+    pstate_load: int = 0
 
     def power(self, t: float) -> float:
         return self.load_w if t >= self.load_at else self.idle_w
 
     def energy_mj(self, t: float) -> float:
+        if self.quantum_ms:
+            q = self.quantum_ms / 1000.0
+            t = (t // q) * q
         if t <= self.load_at:
             return self.energy0_mj + self.idle_w * t * 1000
         return self.energy0_mj + (self.idle_w * self.load_at + self.load_w * (t - self.load_at)) * 1000
+
+
+MISSING = {
+    "12.535": {"nvmlDeviceGetTemperatureV"},
+    "12.560": {"nvmlDeviceGetTemperatureV"},
+    "pynvml-11.5": {"nvmlDeviceGetTemperatureV", "nvmlDeviceGetCurrentClocksEventReasons", "NVML_FI_DEV_POWER_INSTANT"},
+}
 
 
 def _err(code: int) -> pynvml.NVMLError:
@@ -66,13 +86,20 @@ def _err(code: int) -> pynvml.NVMLError:
 class FakeNVML(types.SimpleNamespace):
     """Drop-in for the ``pynvml`` module as ``bench.telemetry.gpus`` uses it."""
 
-    def __init__(self, gpus: list[FakeGPU], clock: Clock, init_error: int | None = None):
+    def __init__(self, gpus: list[FakeGPU], clock: Clock, init_error: int | None = None, binding: str | None = None):
         super().__init__()
+        self.__dict__["_missing"] = MISSING[binding] if binding else set()
         for name in dir(pynvml):
             if name.startswith(("NVML_", "nvmlMemory_v", "NVMLError", "c_nvml")):
                 setattr(self, name, getattr(pynvml, name))
         self.gpus, self.clock, self.init_error = gpus, clock, init_error
         self.calls: list[str] = []
+        self.__file__ = "/site-packages/pynvml/__init__.py" if binding == "pynvml-11.5" else "/site-packages/pynvml.py"
+
+    def __getattribute__(self, name):
+        if name in object.__getattribute__(self, "__dict__").get("_missing", ()):
+            raise AttributeError(f"module 'pynvml' has no attribute {name!r}")
+        return super().__getattribute__(name)
 
     # -- helpers
     def _gpu(self, h: FakeGPU, feature: str | None = None) -> FakeGPU:
@@ -97,6 +124,8 @@ class FakeNVML(types.SimpleNamespace):
         return len(self.gpus)
 
     def nvmlDeviceGetHandleByIndex(self, i):
+        if self.gpus[i].no_permission:
+            raise _err(pynvml.NVML_ERROR_NO_PERMISSION)
         return self.gpus[i]
 
     def nvmlDeviceGetHandleByUUID(self, uuid):
@@ -173,6 +202,14 @@ class FakeNVML(types.SimpleNamespace):
     def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
         self.calls.append("ThrottleReasons")
         return self._gpu(h).reasons
+
+    def nvmlDeviceGetPerformanceState(self, h):
+        g = self._gpu(h)
+        return g.pstate_load if g.power(self.clock()) == g.load_w and g.load_w != g.idle_w else g.pstate_idle
+
+    def nvmlDeviceGetMigMode(self, h):
+        g = self._gpu(h)
+        return [int(g.mig), int(g.mig)]
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h):
         return self._gpu(h).limit_mw

@@ -1,16 +1,21 @@
 """Stands in for ``python -m bench.worker PLAN SPOOL`` in the runner tests (no TensorFlow).
 
-With 3 or more cases it finishes the first and then dies by SIGKILL "during" the second, as an
-OOM-killed worker would; otherwise it finishes every case.
+With 3 or more cases it finishes the first and then, "during" the second, dies by SIGKILL as an
+OOM-killed worker would (FAKE_WORKER=kill, the default) or hangs forever after a heartbeat, as a
+worker stuck in an NCCL all-reduce would (FAKE_WORKER=hang); otherwise it finishes every case.
 """
 
 import json
 import os
 import signal
 import sys
+import time
 
 with open(sys.argv[1]) as f:
     plan = json.load(f)
+if os.environ.get("FAKE_WORKER_PLANS"):  # let a test see every plan a worker was given
+    with open(os.environ["FAKE_WORKER_PLANS"], "a") as f:
+        f.write(json.dumps(plan) + "\n")
 spool = sys.argv[2]
 stats = {
     "min": 0.1,
@@ -34,6 +39,12 @@ stats = {
 }
 for i, c in enumerate(plan["cases"]):
     if i == 1 and len(plan["cases"]) >= 3:
+        if os.environ.get("FAKE_WORKER", "kill") == "hang":
+            with open(spool, "a") as f:
+                f.write(json.dumps({"heartbeat": {"case_id": c["case_id"], "phase": "round 1 of 6"}}) + "\n")
+            print("all-reduce started ...", flush=True)
+            while True:
+                time.sleep(60)
         print("allocating a lot ...", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     info = {

@@ -53,7 +53,16 @@ def machine(tf_gpus=(), nvml_gpus=0, built_with_cuda=True, flags=BF16_CPU):
         GPUInfo(i, "NVIDIA A100-SXM4-40GB", f"GPU-{i}", f"0000:{i:02x}:00.0", 40 * 2**30, (8, 0))
         for i in range(nvml_gpus)
     ]
-    gpus = [{"tf_index": i, "name": n, "compute_capability": list(cc)} for i, (n, cc) in enumerate(tf_gpus)]
+    gpus = [
+        {
+            "tf_index": i,
+            "cuda_ordinal": i,
+            "pci_bus_id": f"0000:{i:02x}:00.0",
+            "name": n,
+            "compute_capability": list(cc),
+        }
+        for i, (n, cc) in enumerate(tf_gpus)
+    ]
     return Machine(
         CPUInfo("Test CPU", 2, 1, 2, flags),
         Discovery(nv, "560", "12.6", None if nvml_gpus else "NVML library not found"),
@@ -73,7 +82,11 @@ def test_cpu_only_machine_lists_gpu_cases_as_unsupported_with_reason():
 
 @pytest.mark.parametrize(
     "nvml, cuda, phrase",
-    [(2, False, "no CUDA support"), (2, True, "CUDA libraries not found"), (0, True, "no NVIDIA GPU on this machine")],
+    [
+        (2, False, "no CUDA support"),
+        (2, True, "CUDA libraries not loadable"),
+        (0, True, "no NVIDIA GPU on this machine"),
+    ],
 )
 def test_why_tensorflow_sees_no_gpu(nvml, cuda, phrase):
     assert phrase in machine(nvml_gpus=nvml, built_with_cuda=cuda).no_gpu_reason()
@@ -103,12 +116,11 @@ def test_mixed_gpu_generations_use_the_lowest_compute_capability():
     assert verdict["mlp-train-gpu2-mixed_float16-b64"].supported
 
 
-def test_xla_over_virtual_cpus_is_unsupported_with_reason():
+def test_xla_over_virtual_cpus_trains_but_cannot_infer():
     p = plan(
         RunOptions(
             profile="smoke",
             workloads=("mlp",),
-            modes=("train",),
             devices=("cpu",),
             precisions=("fp32",),
             xla="both",
@@ -118,7 +130,23 @@ def test_xla_over_virtual_cpus_is_unsupported_with_reason():
     )
     verdict = {c.id: s for c, s in p}
     assert verdict["mlp-train-cpu-fp32-xla-b64"].supported
-    assert "XLA" in verdict["mlp-train-cpu2-virtual-fp32-xla-b64"].reason
+    # training compiles forward+backward only, which works over logical CPUs
+    assert verdict["mlp-train-cpu2-virtual-fp32-xla-b64"].supported
+    assert "XLA inference over several logical CPU devices" in verdict["mlp-infer-cpu2-virtual-fp32-xla-b64"].reason
+
+
+def test_virtual_gpus_need_nvml_memory_to_be_sized():
+    opts = RunOptions(profile="smoke", workloads=("mlp",), modes=("train",), devices=("gpu:1",), virtual_devices=2)
+    a100 = [("NVIDIA A100-SXM4-40GB", (8, 0))]
+    ok = {c.id: s for c, s in plan(opts, machine(tf_gpus=a100, nvml_gpus=1))}
+    assert ok["mlp-train-gpu2-virtual-fp32-b64"].supported
+    blind = {c.id: s for c, s in plan(opts, machine(tf_gpus=a100, nvml_gpus=0))}
+    assert "NVML's total memory" in blind["mlp-train-gpu2-virtual-fp32-b64"].reason
+    assert machine(tf_gpus=a100, nvml_gpus=1).gpu_plan("gpu", 2, True) == {
+        "cuda_ordinals": [0],
+        "pci_bus_ids": ["0000:00:00.0"],
+        "memory_total_bytes": 40 * 2**30,
+    }
 
 
 def test_keyword_selection_uses_pytest_expression_semantics():

@@ -1,5 +1,6 @@
 """Real smoke runs in a subprocess: TensorFlow on this CPU, virtual devices, resume, kill -9."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -9,7 +10,8 @@ import time
 
 import pytest
 
-from bench import storage
+from bench import capability, devices, runner, storage
+from bench.planning import RunOptions
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +25,13 @@ ARGS = [
     "fp32,mixed_bfloat16",
     "--virtual-devices",
     "2",
+    "--xla",
+    "both",
 ]
+# what this machine's CPU can run, by the same rules the planner uses (the CPU model differs
+# from machine to machine: bf16 units or not)
+CPU_BF16 = capability.cpu_precision("mixed_bfloat16", devices.cpu_info().flags).supported
+PRECISIONS = ("fp32", "mixed_bfloat16") if CPU_BF16 else ("fp32",)
 
 
 @pytest.fixture(scope="module")
@@ -55,15 +63,22 @@ def test_smoke_run_measures_cpu_and_virtual_cases(smoke):
     status = {storage.case_id_of(x): x["extra_info"]["status"] for x in storage.records(doc)}
     ok = {c for c, s in status.items() if s == "ok"}
     assert ok == {
-        f"mlp-{m}-{d}-{p}-b64"
+        f"mlp-{m}-{d}-{p}{x}-b64"
         for m in ("train", "infer")
         for d in ("cpu", "cpu2-virtual")
-        for p in ("fp32", "mixed_bfloat16")
+        for p in PRECISIONS
+        for x in ("", "-xla")
+        if not (m == "infer" and d == "cpu2-virtual" and x)  # XLA inference over logical CPUs: unsupported
     }
     assert status["mlp-train-gpu1-fp32-b64"] == "unsupported"
-    assert len(status) == 12 and doc["run"]["status"] == "complete"
+    assert status["mlp-infer-cpu2-virtual-fp32-xla-b64"] == "unsupported"
+    assert status["mlp-train-cpu-mixed_bfloat16-b64"] == ("ok" if CPU_BF16 else "unsupported")
+    assert len(status) == 24 and doc["run"]["status"] == "complete"
+    # one worker per device configuration and XLA setting
+    logs = sorted(p.name for p in path.with_suffix(".logs").iterdir())
+    assert logs == ["cpu-1.log", "cpu-xla-1.log", "cpu2-virtual-1.log", "cpu2-virtual-xla-1.log"]
     # the console table and the report path were printed
-    assert "mlp-train-cpu-mixed_bfloat16-b64" in r.stdout and "vs CPU fp32" in r.stdout
+    assert "mlp-train-cpu-fp32-b64" in r.stdout and "vs CPU fp32" in r.stdout
     assert "report: " in r.stdout
 
 
@@ -74,6 +89,9 @@ def test_smoke_figures_are_sane_and_measured_right(smoke):
         assert e["rounds"] >= 6 and len(rec["stats"]["data"]) == e["rounds"]
         assert e["samples_per_s_ci_low"] <= e["samples_per_s"] <= e["samples_per_s_ci_high"]
         assert e["compile_s"] > 0 and e["peak_tflops_measured"] > 0 and e["mfu_measured"] > 0
+        assert e["xla_scope"] == (("forward+backward" if e["mode"] == "train" else "forward") if e["xla"] else None)
+        # the steady-state allocator peak is measured after compile and warm-up; the compile peak apart
+        assert e["device_peak_mem_compile_bytes"] > 0 and e["device_peak_mem_bytes"] > 0
         assert e["math_mode"] == ("fp32" if e["precision"] == "fp32" else "bf16 compute, float32 variables")
         assert e["virtual"] == ("virtual" in e["case_id"])
         assert e["global_batch"] == 64 * e["device_count"]
@@ -94,7 +112,7 @@ def test_resume_runs_only_missing_cases(smoke):
     d, path, _ = smoke
     doc = storage.load(path)
     keep = {storage.case_id_of(x): x["stats"]["data"] for x in doc["benchmarks"]}
-    gone = "mlp-infer-cpu-mixed_bfloat16-b64"
+    gone = "mlp-infer-cpu-fp32-b64"
     doc["benchmarks"] = [x for x in doc["benchmarks"] if storage.case_id_of(x) != gone]
     storage.write_atomic(path, doc)
     r = subprocess.run(
@@ -181,3 +199,26 @@ def test_ctrl_c_keeps_finished_cases_and_marks_the_run_interrupted(tmp_path):
     assert err.strip().splitlines()[-1] == "accelbench: interrupted; finished cases are saved"
     doc = storage.load(f)
     assert doc["run"]["status"] == "interrupted" and doc["run"]["end"] and doc["benchmarks"]
+
+
+@pytest.mark.parametrize(
+    "flags, bf16",
+    [(("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16"), "ok"), (("avx2", "fma"), "unsupported")],
+    ids=["bf16-units", "avx2-only"],
+)
+def test_both_cpu_capability_branches_with_faked_cpu_flags(tmp_path, flags, bf16):
+    # whatever CPU runs the suite, each branch of the bf16 rule is exercised: the flags are the
+    # hardware boundary, faked; the worker and TensorFlow are real (emulated bf16 still computes)
+    cpu = dataclasses.replace(devices.cpu_info(), flags=flags)
+    machine = devices.Machine(cpu=cpu, nvml=devices.nvml.discover(), tf={})
+    opts = RunOptions(
+        profile="smoke", workloads=("mlp",), modes=("train",), devices=("cpu",), precisions=("fp32", "mixed_bfloat16")
+    )
+    path = runner.Run(opts, machine, tmp_path, ["run"]).execute()
+    recs = {storage.case_id_of(r): r["extra_info"] for r in storage.records(storage.load(path))}
+    assert recs["mlp-train-cpu-fp32-b64"]["status"] == "ok"
+    assert recs["mlp-train-cpu-mixed_bfloat16-b64"]["status"] == bf16
+    if bf16 == "unsupported":
+        assert "no avx512_bf16 or amx_bf16 in the CPU flags" in recs["mlp-train-cpu-mixed_bfloat16-b64"]["reason"]
+    else:
+        assert recs["mlp-train-cpu-mixed_bfloat16-b64"]["math_mode"] == "bf16 compute, float32 variables"

@@ -1,6 +1,8 @@
 """The parent's side of a run with a stand-in worker: crash recovery, atomic results, resume."""
 
+import json
 import sys
+import time
 from pathlib import Path
 
 from test_capability import machine
@@ -72,3 +74,59 @@ def test_resume_keeps_finished_cases_and_runs_the_missing(tmp_path, monkeypatch)
     assert again.opts == OPTS  # the stored options, not the ones given
     again.execute()
     assert len(storage.load(path)["benchmarks"]) == 4
+
+
+def test_a_hung_worker_costs_one_timeout_case_not_the_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
+    monkeypatch.setenv("FAKE_WORKER", "hang")
+    opts = RunOptions(
+        profile="smoke",
+        workloads=("mlp", "cnn"),
+        modes=("train",),
+        devices=("cpu",),
+        precisions=("fp32", "mixed_bfloat16"),
+        stall_timeout_s=2.0,
+    )
+    t0 = time.monotonic()
+    path = runner.Run(opts, machine(), tmp_path, ["run"]).execute()
+    assert time.monotonic() - t0 < 30
+    doc = storage.load(path)
+    status = {storage.case_id_of(r): r["extra_info"] for r in storage.records(doc)}
+    hung = status["mlp-train-cpu-mixed_bfloat16-b64"]
+    assert hung["status"] == "timeout"
+    assert hung["reason"].startswith("no progress for 2 s (last: round 1 of 6); worker killed")
+    assert "all-reduce started" in hung["reason"]  # the log tail
+    # the case before it was kept, the ones after it ran in a fresh worker
+    assert [status[c]["status"] for c in ("mlp-train-cpu-fp32-b64", "cnn-train-cpu-fp32-b16")] == ["ok", "ok"]
+    assert status["cnn-train-cpu-mixed_bfloat16-b16"]["status"] == "ok"
+    assert doc["run"]["status"] == "complete"
+
+
+def test_one_worker_per_device_tf32_and_xla_group():
+    from bench.cases import Case
+
+    def case(p, xla, kind="gpu", n=2):
+        return Case("cnn", "train", kind, n, False, p, xla, 64)
+
+    keys = {runner.group_label(runner.group_key(case(p, x))) for p in ("fp32", "tf32", "mixed_float16") for x in (0, 1)}
+    assert keys == {"gpu2-tf32off", "gpu2-tf32on", "gpu2-tf32off-xla", "gpu2-tf32on-xla"}
+    # fp32 and tf32 convolutions never share a worker (cuDNN's autotune cache has no TF32 key)
+    assert runner.group_key(case("fp32", False)) != runner.group_key(case("tf32", False))
+    # on the CPU TF32 does not exist: precisions share a worker, XLA does not
+    assert runner.group_key(case("fp32", False, "cpu", 1)) == runner.group_key(case("mixed_bfloat16", False, "cpu", 1))
+    assert runner.group_label(runner.group_key(case("fp32", True, "cpu", 1))) == "cpu-xla"
+
+
+def test_fp32_and_tf32_cases_run_in_separate_workers(tmp_path, monkeypatch):
+    seen = tmp_path / "plans.txt"
+    monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
+    monkeypatch.setenv("FAKE_WORKER_PLANS", str(seen))
+    m = machine(tf_gpus=[("NVIDIA A100-SXM4-40GB", (8, 0))], nvml_gpus=1)
+    opts = RunOptions(
+        profile="smoke", workloads=("cnn",), modes=("train",), devices=("gpu:1",), precisions=("fp32", "tf32")
+    )
+    path = runner.Run(opts, m, tmp_path, ["run"]).execute()
+    plans = [json.loads(line) for line in seen.read_text().splitlines()]
+    assert [[c["precision"] for c in p["cases"]] for p in plans] == [["fp32"], ["tf32"]]
+    assert plans[0]["gpu"] == {"cuda_ordinals": [0], "pci_bus_ids": ["0000:00:00.0"], "memory_total_bytes": 40 * 2**30}
+    assert sorted(p.name for p in path.with_suffix(".logs").iterdir()) == ["gpu1-tf32off-1.log", "gpu1-tf32on-1.log"]

@@ -8,7 +8,7 @@ import pynvml
 import pytest
 from fake_nvml import FakeGPU
 
-from bench.telemetry import HostMonitor, Window, derive, gpus, open_gpus
+from bench.telemetry import HostMonitor, Window, derive, gpus, nvml, open_gpus
 from bench.telemetry.host import Rapl
 
 A = FakeGPU(name="NVIDIA H100 80GB HBM3", uuid="GPU-aaaa1111", bus_id="00000000:3B:00.0", load_w=300.0)
@@ -73,7 +73,7 @@ def test_integrated_instant_power_when_no_energy_counter(fake_nvml, clock):
 def test_falls_back_to_one_second_average_power_without_instant_field(fake_nvml, clock):
     fake_nvml([FakeGPU(load_w=400.0, unsupported={"energy", "instant"})])
     (g,) = run_window(open_gpus([0], env={}), clock).gpus
-    assert g.energy_source == "integrated 1s-average power"
+    assert g.energy_source == "integrated power usage"
     assert g.energy_j == pytest.approx(4000.0, rel=1e-6)
     assert g.reasons["instant_power"] == "not supported by this GPU"
 
@@ -81,7 +81,7 @@ def test_falls_back_to_one_second_average_power_without_instant_field(fake_nvml,
 def test_instant_field_return_code_is_checked(fake_nvml, clock):
     fake_nvml([FakeGPU(unsupported={"instant"})])
     with pytest.raises(gpus.MetricUnsupported):
-        gpus.instant_power_w(gpus.pynvml.gpus[0])
+        nvml.instant_power_w(nvml.pynvml.gpus[0])
 
 
 def test_multi_gpu_energy_sums_and_per_gpu_readings(fake_nvml, clock):
@@ -131,9 +131,21 @@ def test_bus_ids_are_normalised():
 def test_throttle_reasons_decoded_and_fallback_to_deprecated_call(fake_nvml, clock):
     fake = fake_nvml([FakeGPU(reasons=0x4 | 0x40 | 0x10000, unsupported={"clock_events"})])
     (g,) = run_window(open_gpus([0], env={}), clock, seconds=1.0).gpus
-    assert g.throttle_reasons == ("sw_power_cap", "hw_thermal_slowdown", "0x10000")
+    assert g.throttle_reasons == ("sw_power_cap", "hw_thermal_slowdown")
+    assert g.clock_events_info == ("0x10000",)
     assert "ThrottleReasons" in fake.calls
-    assert gpus.decode_reasons(0) == ()
+    assert nvml.decode_reasons(0) == ((), ())
+
+
+def test_benign_clock_events_are_not_called_throttling(fake_nvml, clock):
+    # gpu_idle, applications clocks, sync boost, display clock: informational, not a limit
+    fake_nvml([FakeGPU(reasons=0x1 | 0x2 | 0x10 | 0x100)])
+    m = run_window(open_gpus([0], env={}), clock, seconds=1.0)
+    (g,) = m.gpus
+    assert g.throttle_reasons == ()
+    assert g.clock_events_info == ("gpu_idle", "applications_clocks_setting", "sync_boost", "display_clock_setting")
+    d = derive(m, samples=10, idle_power_w=None)
+    assert d["throttle_reasons"] == "" and "sync_boost" in d["clock_events_info"]
 
 
 def test_memory_v2_with_v1_fallback(fake_nvml, clock):
@@ -196,8 +208,39 @@ def test_derived_energy_figures(fake_nvml, clock):
 def test_idle_power_measured_with_fake_clock(fake_nvml, clock):
     fake_nvml([FakeGPU(idle_w=65.0, load_at=1e9)])
     found = gpus.discover()
-    idle = gpus.idle_power_w(found.gpus, seconds=1.0, clock=clock, sleep=clock.advance)
-    assert idle == {"GPU-00000000-0000-0000-0000-000000000000": pytest.approx(65.0, abs=1e-6)}
+    idle = gpus.idle_power(found.gpus, seconds=5.0, clock=clock, sleep=clock.advance)
+    (i,) = idle.values()
+    assert list(idle) == ["GPU-00000000-0000-0000-0000-000000000000"]
+    assert i.power_w == pytest.approx(65.0, abs=1e-6) and i.counter_w == pytest.approx(65.0, abs=1e-6)
+    assert i.instant_w == pytest.approx(65.0) and i.seconds == pytest.approx(5.0)
+    assert (i.pstate_before, i.pstate_after) == ("P8", "P8")
+
+
+@pytest.mark.parametrize("quantum_ms", [10.0, 100.0])
+def test_idle_power_over_5_s_bounds_the_counter_step_error(fake_nvml, clock, quantum_ms):
+    # a counter that moves in steps: over a window of T seconds the error can reach one step
+    # (q / T: 10% at 100 ms over 1 s); the idle method measures >= 5 s, so it stays within 2%
+    fake_nvml([FakeGPU(idle_w=65.0, load_at=1e9, quantum_ms=quantum_ms)])
+    clock.advance(0.0537)  # start between two counter steps
+
+    def oversleep(dt):  # real sleeps overrun a little, so windows are not whole steps
+        clock.advance(dt * 1.013)
+
+    (g,) = gpus.discover().gpus
+    i = gpus.idle_power([g], seconds=1.0, clock=clock, sleep=oversleep)[g.uuid]
+    assert i.seconds == pytest.approx(5.065)
+    error = abs(i.counter_w / 65.0 - 1)
+    assert 0 < error <= quantum_ms / 1000.0 / 5.0  # the step shows, within one step over 5 s
+    assert i.instant_w == pytest.approx(65.0)
+
+
+def test_idle_power_waits_for_an_idle_pstate(fake_nvml, clock):
+    # the GPU still runs at P0 for 3 s after the probe: the settle wait lets it drop to P8 first
+    fake_nvml([FakeGPU(idle_w=400.0, load_w=60.0, load_at=clock() + 3.0, pstate_idle=0, pstate_load=8)])
+    (g,) = gpus.discover().gpus
+    i = gpus.idle_power([g], seconds=5.0, clock=clock, sleep=clock.advance)[g.uuid]
+    assert 3.0 <= i.settle_s < 4.0 and i.pstate_before == "P8"
+    assert i.power_w == pytest.approx(60.0, abs=1e-6)
 
 
 def test_capabilities_are_asked_of_the_device(fake_nvml):
@@ -315,3 +358,68 @@ def test_host_monitor_measures_rss_and_cpu(tmp_path):
     assert r.process_cpu_util_pct > 0 and r.host_cpu_util_pct > 0
     assert r.cpu_energy_j is None and r.cpu_energy_reason.startswith("no ")
     del blob
+
+
+@pytest.mark.parametrize("binding", ["12.535", "12.560", "pynvml-11.5"])
+def test_an_older_binding_degrades_to_reasons_never_attribute_errors(fake_nvml, clock, binding):
+    # names absent from a real older binding are absent here too (AttributeError on access)
+    fake = fake_nvml([FakeGPU(load_w=300.0)], binding=binding)
+    with pytest.raises(AttributeError):
+        fake.nvmlDeviceGetTemperatureV  # noqa: B018
+    found = gpus.discover()
+    assert found.reason is None and len(found.gpus) == 1
+    (note,) = found.notes
+    assert "pip install -U 'nvidia-ml-py>=12.570'" in note
+    idle = gpus.idle_power(found.gpus, seconds=5.0, clock=clock, sleep=clock.advance)
+    assert idle[found.gpus[0].uuid].power_w is not None
+    (g,) = run_window(open_gpus([0], env={}), clock, seconds=2.0).gpus
+    assert g.energy_source == "counter" and g.energy_j is not None
+    assert g.temp_max_c == 61.0  # through the deprecated call
+    if binding == "pynvml-11.5":
+        assert (
+            g.reasons["instant_power"]
+            == "NVML_FI_DEV_POWER_INSTANT not in this nvidia-ml-py (nvidia-ml-py>=12.570 has it)"
+        )
+        assert g.throttle_reasons == ("sw_power_cap",)  # the deprecated ThrottleReasons call
+        assert "shadows nvidia-ml-py" in note and "pip uninstall -y pynvml" in note
+        assert found.gpus[0].capabilities["instant_power"].startswith("no: NVML_FI_DEV_POWER_INSTANT not in")
+    else:
+        assert "lacks nvmlDeviceGetTemperatureV" in note
+
+
+def test_mig_mode_turns_gpu_telemetry_off_with_the_reason(fake_nvml, clock):
+    fake_nvml([FakeGPU(mig=True)])
+    (g,) = gpus.discover().gpus
+    assert g.mig is True
+    src = open_gpus([0], env={})
+    assert src.status.startswith("unavailable: MIG mode is on for 0000:3b:00.0")
+    assert run_window(src, clock, seconds=0.5).gpus == []
+
+
+def test_no_permission_on_one_gpu_costs_only_that_gpu(fake_nvml, clock):
+    fake_nvml([A, FakeGPU(uuid="GPU-cccc", bus_id="00000000:5E:00.0", no_permission=True), B])
+    found = gpus.discover()
+    assert [g.uuid for g in found.gpus] == ["GPU-bbbb2222", "GPU-aaaa1111"]
+    assert found.notes == ["NVML GPU 1 skipped: permission denied"]
+    # positions would be shifted by the missing GPU: refused, with the reason
+    assert open_gpus([0], env={}).status.startswith("unavailable: cannot map GPUs by position")
+    # bus ids (what TensorFlow reports) still map exactly
+    src = gpus.open_gpus_by_bus_id(["0000:3b:00.0"])
+    (g,) = run_window(src, clock, seconds=1.0).gpus
+    assert g.uuid == "GPU-aaaa1111"
+
+
+def test_gpus_map_by_the_bus_ids_tensorflow_reports(fake_nvml, clock):
+    # a small display GPU at a lower bus id that TensorFlow ignores: CUDA's GPU 0, not TF's
+    display = FakeGPU(name="NVIDIA T400", uuid="GPU-dddd", bus_id="00000000:01:00.0", cc=(7, 5))
+    fake_nvml([display, A])
+    assert open_gpus([0], env={}).gpus[0].uuid == "GPU-dddd"  # the old positional answer: wrong card
+    src = gpus.open_gpus_by_bus_id(["0000:3B:00.0"])
+    assert [g.uuid for g in src.gpus] == ["GPU-aaaa1111"]
+    assert gpus.open_gpus_by_bus_id(["0000:99:00.0"]).status.startswith("unavailable: no NVML GPU at PCI bus id")
+
+
+def test_window_records_the_pstate(fake_nvml, clock):
+    fake_nvml([FakeGPU(load_w=500.0, idle_w=60.0, load_at=0.0)])
+    (g,) = run_window(open_gpus([0], env={}), clock, seconds=1.0).gpus
+    assert g.pstate == "P0"

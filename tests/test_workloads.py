@@ -73,3 +73,13 @@ def test_workloads_import_only_keras_and_numpy():
         mods = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         mods |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         assert mods <= {"keras", "numpy", "workloads", "__future__", "dataclasses", "collections", "typing"}, path
+
+
+def test_virtual_gpus_are_sized_from_nvml_total_memory():
+    from bench.measure import virtual_gpu_limit_mb
+
+    h200 = 143_771_336_704  # bytes, as NVML reports an H200's total
+    assert virtual_gpu_limit_mb(h200, 2) == int(h200 * 0.9 / 2) // 2**20 == 61_699
+    assert virtual_gpu_limit_mb(80 * 2**30, 4) == 18_432
+    with pytest.raises(ValueError, match="NVML gave no total memory"):
+        virtual_gpu_limit_mb(None, 2)

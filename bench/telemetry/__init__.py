@@ -7,7 +7,7 @@ background sampler.
 
 from bench.telemetry.base import GPUReading, HostReading, Measurement
 from bench.telemetry.derive import derive
-from bench.telemetry.gpus import EmptyGPUs, NvidiaGPUs, open_gpus
+from bench.telemetry.gpus import EmptyGPUs, NvidiaGPUs, open_gpus, open_gpus_by_bus_id
 from bench.telemetry.host import HostMonitor
 from bench.telemetry.window import Window
 
@@ -21,4 +21,5 @@ __all__ = [
     "Window",
     "derive",
     "open_gpus",
+    "open_gpus_by_bus_id",
 ]

@@ -10,7 +10,11 @@ class GPUReading:
     """One GPU over one window.
 
     ``energy_source`` is ``counter`` (NVML total-energy counter delta), ``integrated instant
-    power`` or ``integrated 1s-average power`` (trapezoid over samples), or None.
+    power`` or ``integrated power usage`` (trapezoid over ``nvmlDeviceGetPowerUsage`` samples: a
+    1 s average on Ampere and newer except GA100, instantaneous before), or None.
+    ``throttle_reasons`` are the clock-event bits that mean a limit held the clocks down (power,
+    thermal, hardware slowdown); ``clock_events_info`` the benign ones (idle, application
+    clocks, sync boost, display). ``pstate`` is the performance state at the window's end.
     ``power_trace`` holds (seconds since window start, watts) pairs of instant power.
     ``reasons`` maps a metric left empty to why.
     """
@@ -32,6 +36,8 @@ class GPUReading:
     nvml_memory_version: str | None
     throttle_reasons: tuple[str, ...]
     samples: int
+    clock_events_info: tuple[str, ...] = ()
+    pstate: str | None = None
     power_trace: list[tuple[float, float]] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
 
@@ -39,6 +45,7 @@ class GPUReading:
         """JSON-ready dict."""
         d = asdict(self)
         d["throttle_reasons"] = list(self.throttle_reasons)
+        d["clock_events_info"] = list(self.clock_events_info)
         d["power_trace"] = [list(p) for p in self.power_trace]
         return d
 

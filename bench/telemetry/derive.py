@@ -24,6 +24,7 @@ def derive(m: Measurement, samples: int, idle_power_w: float | None) -> dict:
     temps = [g.temp_max_c for g in gpus if g.temp_max_c is not None]
     mem = [g.nvml_memory_used_bytes for g in gpus]
     throttle = sorted({r for g in gpus for r in g.throttle_reasons})
+    info = sorted({r for g in gpus for r in g.clock_events_info})
     sources = sorted({g.energy_source for g in gpus if g.energy_source})
     h = m.host
     return {
@@ -38,6 +39,7 @@ def derive(m: Measurement, samples: int, idle_power_w: float | None) -> dict:
         "sm_clock_mhz_median": statistics.median(sm) if sm and len(sm) == len(gpus) else None,
         "temp_max_c": max(temps) if temps else None,
         "throttle_reasons": ",".join(throttle) if gpus else None,
+        "clock_events_info": ",".join(info) if gpus else None,
         "gpu_telemetry": status,
         "nvml_memory_used_bytes": sum(x for x in mem if x is not None) if mem and None not in mem else None,
         "host_cpu_util_pct": h.host_cpu_util_pct,

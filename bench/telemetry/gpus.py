@@ -1,67 +1,25 @@
-"""NVIDIA GPUs through NVML (the ``pynvml`` module of ``nvidia-ml-py``), and the empty stand-in.
+"""NVIDIA GPUs through NVML: discovery, the TensorFlow <-> NVML mapping, windows, idle power.
 
-NVML errors are translated once, here, into three kinds the rest of the code branches on:
-the library is unusable (:class:`NVMLUnavailable`), one metric is not offered
-(:class:`MetricUnsupported`), the GPU has gone (:class:`GPULost`). A metric that is not offered
-is recorded as None with its reason, never as 0, and never estimated.
+NVML is reached only through :mod:`bench.telemetry.nvml`, which resolves every function by
+name and translates errors. A metric that is not offered is recorded as None with its reason,
+never as 0, and never estimated.
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pynvml
-
+from bench.telemetry import nvml
 from bench.telemetry.base import GPUReading
+from bench.telemetry.nvml import GPULost, MetricUnsupported, NVMLUnavailable, call
 
 MAX_TRACE_POINTS = 600
-
-
-class NVMLUnavailable(Exception):
-    """NVML cannot be used at all (no library, no driver)."""
-
-
-class MetricUnsupported(Exception):
-    """One metric is not offered by this GPU or driver."""
-
-
-class GPULost(Exception):
-    """The GPU stopped answering."""
-
-
-def _translate(e: pynvml.NVMLError) -> Exception:
-    code = getattr(e, "value", None)
-    if code in (pynvml.NVML_ERROR_LIBRARY_NOT_FOUND,):
-        return NVMLUnavailable("NVML library not found")
-    if code in (pynvml.NVML_ERROR_DRIVER_NOT_LOADED,):
-        return NVMLUnavailable("NVIDIA driver not loaded")
-    if code in (pynvml.NVML_ERROR_UNINITIALIZED,):
-        return NVMLUnavailable("NVML not initialised")
-    if code in (pynvml.NVML_ERROR_GPU_IS_LOST,):
-        return GPULost("GPU is lost")
-    if code in (pynvml.NVML_ERROR_FUNCTION_NOT_FOUND,):
-        return MetricUnsupported("not in this driver's NVML (function not found)")
-    if code in (pynvml.NVML_ERROR_NOT_SUPPORTED,):
-        return MetricUnsupported("not supported by this GPU")
-    if code in (pynvml.NVML_ERROR_NO_PERMISSION,):
-        return MetricUnsupported("permission denied")
-    return MetricUnsupported(f"NVML error: {e}")
-
-
-def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call an NVML function, translating its errors."""
-    try:
-        return fn(*args, **kwargs)
-    except pynvml.NVMLError as e:
-        raise _translate(e) from None
-
-
-def _text(v: Any) -> str:
-    return v.decode() if isinstance(v, bytes) else str(v)
+__all__ = ["GPULost", "MetricUnsupported", "NVMLUnavailable"]
 
 
 def normalize_bus_id(bus_id: str) -> str:
@@ -85,6 +43,7 @@ class GPUInfo:
     memory_total_bytes: int | None
     compute_capability: tuple[int, int] | None
     capabilities: dict[str, str] = field(default_factory=dict)
+    mig: bool = False
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -96,107 +55,24 @@ class GPUInfo:
             "memory_total_bytes": self.memory_total_bytes,
             "compute_capability": list(self.compute_capability) if self.compute_capability else None,
             "capabilities": dict(self.capabilities),
+            "mig": self.mig,
         }
-
-
-def _optional(fn: Callable[..., Any], *args: Any) -> Any:
-    try:
-        return call(fn, *args)
-    except MetricUnsupported:
-        return None
-
-
-def instant_power_w(handle: Any) -> float:
-    """Instant power (field NVML_FI_DEV_POWER_INSTANT), checking the field's own return code."""
-    values = call(pynvml.nvmlDeviceGetFieldValues, handle, [pynvml.NVML_FI_DEV_POWER_INSTANT])
-    v = values[0]
-    if v.nvmlReturn != pynvml.NVML_SUCCESS:
-        raise _translate(pynvml.NVMLError(v.nvmlReturn))
-    vt = v.valueType
-    raw = {
-        pynvml.NVML_VALUE_TYPE_DOUBLE: v.value.dVal,
-        pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: v.value.uiVal,
-        pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: v.value.ulVal,
-        pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: v.value.ullVal,
-        pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: v.value.sllVal,
-    }.get(vt, v.value.uiVal)
-    return float(raw) / 1000.0  # mW -> W
-
-
-def memory_used_bytes(handle: Any) -> tuple[int, str]:
-    """Device-wide used memory: v2 (excludes driver-reserved memory), v1 where v2 is missing."""
-    try:
-        return int(call(pynvml.nvmlDeviceGetMemoryInfo, handle, version=pynvml.nvmlMemory_v2).used), "v2"
-    except MetricUnsupported:
-        return int(call(pynvml.nvmlDeviceGetMemoryInfo, handle).used), "v1"
-
-
-def clock_event_reasons(handle: Any) -> int:
-    """Clock-event (throttle) reason bitmask; the deprecated ThrottleReasons call as fallback."""
-    try:
-        return int(call(pynvml.nvmlDeviceGetCurrentClocksEventReasons, handle))
-    except MetricUnsupported:
-        return int(call(pynvml.nvmlDeviceGetCurrentClocksThrottleReasons, handle))
-
-
-def temperature_c(handle: Any) -> float:
-    """GPU temperature; the deprecated call where nvmlDeviceGetTemperatureV is missing."""
-    try:
-        return float(call(pynvml.nvmlDeviceGetTemperatureV, handle, pynvml.NVML_TEMPERATURE_GPU))
-    except MetricUnsupported:
-        return float(call(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU))
-
-
-REASON_NAMES = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
-
-
-def decode_reasons(mask: int) -> tuple[str, ...]:
-    """Bitmask -> names (unknown bits as ``0x...``), in bit order."""
-    names = [n for bit, n in sorted(REASON_NAMES.items()) if mask & bit]
-    unknown = mask & ~sum(REASON_NAMES)
-    if unknown:
-        names.append(hex(unknown))
-    return tuple(names)
-
-
-CAPABILITY_PROBES: dict[str, Callable[[Any], Any]] = {
-    "energy_counter": lambda h: call(pynvml.nvmlDeviceGetTotalEnergyConsumption, h),
-    "instant_power": instant_power_w,
-    "memory_v2": lambda h: call(pynvml.nvmlDeviceGetMemoryInfo, h, version=pynvml.nvmlMemory_v2),
-    "clock_event_reasons": lambda h: call(pynvml.nvmlDeviceGetCurrentClocksEventReasons, h),
-}
-
-
-def capabilities(handle: Any) -> dict[str, str]:
-    """Metric -> ``yes`` or ``no: why``, by asking the device (never by its model name)."""
-    out = {}
-    for name, probe in CAPABILITY_PROBES.items():
-        try:
-            probe(handle)
-            out[name] = "yes"
-        except (MetricUnsupported, GPULost) as e:
-            out[name] = f"no: {e}"
-    return out
 
 
 @dataclass
 class Discovery:
-    """NVML's view of the machine; ``reason`` is set when NVML could not be used."""
+    """NVML's view of the machine.
+
+    ``reason`` is set when NVML could not be used at all; ``notes`` lists GPUs NVML would not
+    open (e.g. permission denied on one GPU) and a binding problem (an old or shadowing
+    ``pynvml``), each with what to do.
+    """
 
     gpus: list[GPUInfo]
     driver_version: str | None
     cuda_driver_version: str | None
     reason: str | None
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -205,45 +81,54 @@ class Discovery:
             "driver_version": self.driver_version,
             "cuda_driver_version": self.cuda_driver_version,
             "reason": self.reason,
+            "notes": list(self.notes),
+            "binding": nvml.binding_version(),
         }
 
 
 def init() -> None:
     """nvmlInit, translated; raises NVMLUnavailable."""
     try:
-        call(pynvml.nvmlInit)
+        call("nvmlInit")
     except (MetricUnsupported, GPULost) as e:
         raise NVMLUnavailable(f"NVML init failed: {e}") from None
 
 
+def _gpu_info(i: int) -> GPUInfo:
+    h = call("nvmlDeviceGetHandleByIndex", i)
+    mem = nvml.optional("nvmlDeviceGetMemoryInfo", h)
+    cc = nvml.optional("nvmlDeviceGetCudaComputeCapability", h)
+    return GPUInfo(
+        nvml_index=i,
+        name=nvml.text(call("nvmlDeviceGetName", h)),
+        uuid=nvml.text(call("nvmlDeviceGetUUID", h)),
+        pci_bus_id=normalize_bus_id(nvml.text(call("nvmlDeviceGetPciInfo", h).busId)),
+        memory_total_bytes=int(mem.total) if mem is not None else None,
+        compute_capability=(int(cc[0]), int(cc[1])) if cc else None,
+        capabilities=nvml.capabilities(h),
+        mig=nvml.mig_enabled(h),
+    )
+
+
 def discover() -> Discovery:
-    """Every GPU NVML sees, sorted by PCI bus id (the order CUDA uses with PCI_BUS_ID)."""
+    """Every GPU NVML can open, sorted by PCI bus id (the order CUDA uses with PCI_BUS_ID)."""
+    notes = [p for p in [nvml.binding_problem()] if p]
     try:
         init()
-        count = call(pynvml.nvmlDeviceGetCount)
-        gpus = []
-        for i in range(count):
-            h = call(pynvml.nvmlDeviceGetHandleByIndex, i)
-            mem = _optional(pynvml.nvmlDeviceGetMemoryInfo, h)
-            cc = _optional(pynvml.nvmlDeviceGetCudaComputeCapability, h)
-            gpus.append(
-                GPUInfo(
-                    nvml_index=i,
-                    name=_text(call(pynvml.nvmlDeviceGetName, h)),
-                    uuid=_text(call(pynvml.nvmlDeviceGetUUID, h)),
-                    pci_bus_id=normalize_bus_id(_text(call(pynvml.nvmlDeviceGetPciInfo, h).busId)),
-                    memory_total_bytes=int(mem.total) if mem is not None else None,
-                    compute_capability=(int(cc[0]), int(cc[1])) if cc else None,
-                    capabilities=capabilities(h),
-                )
-            )
-        driver = _optional(pynvml.nvmlSystemGetDriverVersion)
-        cuda = _optional(pynvml.nvmlSystemGetCudaDriverVersion_v2)
-        cuda_s = f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}" if cuda else None
-        gpus.sort(key=lambda g: g.pci_bus_id)
-        return Discovery(gpus, _text(driver) if driver else None, cuda_s, None)
+        count = call("nvmlDeviceGetCount")
     except (NVMLUnavailable, GPULost, MetricUnsupported) as e:
-        return Discovery([], None, None, str(e))
+        return Discovery([], None, None, str(e), notes)
+    gpus = []
+    for i in range(count):
+        try:
+            gpus.append(_gpu_info(i))
+        except (MetricUnsupported, GPULost) as e:  # one GPU we may not open costs only that GPU
+            notes.append(f"NVML GPU {i} skipped: {e}")
+    driver = nvml.optional("nvmlSystemGetDriverVersion")
+    cuda = nvml.optional("nvmlSystemGetCudaDriverVersion_v2")
+    cuda_s = f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}" if cuda else None
+    gpus.sort(key=lambda g: g.pci_bus_id)
+    return Discovery(gpus, nvml.text(driver) if driver else None, cuda_s, None, notes)
 
 
 def visible_gpus(all_gpus: Sequence[GPUInfo], env: Mapping[str, str] | None = None) -> list[GPUInfo] | str:
@@ -294,6 +179,7 @@ class _GPUWindow:
         self.mem: list[float] = []
         self.temp: list[float] = []
         self.mask = 0
+        self.pstate: str | None = None
         self.last_t: float | None = None
 
     def _read(self, metric: str, fn: Callable[[], Any]) -> Any:
@@ -309,28 +195,28 @@ class _GPUWindow:
 
     def begin(self, t: float) -> None:
         self.t0 = t
-        self.e0 = self._read("energy_counter", lambda: call(pynvml.nvmlDeviceGetTotalEnergyConsumption, self.h))
+        self.e0 = self._read("energy_counter", lambda: call("nvmlDeviceGetTotalEnergyConsumption", self.h))
         self.sample(t)
 
     def sample(self, t: float) -> None:
         self.last_t = t
-        p = self._read("instant_power", lambda: instant_power_w(self.h))
+        p = self._read("instant_power", lambda: nvml.instant_power_w(self.h))
         if p is not None:
             self.power.append((t - self.t0, p))
         else:
-            a = self._read("average_power", lambda: call(pynvml.nvmlDeviceGetPowerUsage, self.h) / 1000.0)
+            a = self._read("average_power", lambda: call("nvmlDeviceGetPowerUsage", self.h) / 1000.0)
             if a is not None:
                 self.avg_power.append((t - self.t0, a))
         for metric, store, fn in (
-            ("utilization", self.util, lambda: call(pynvml.nvmlDeviceGetUtilizationRates, self.h).gpu),
-            ("sm_clock", self.sm, lambda: call(pynvml.nvmlDeviceGetClockInfo, self.h, pynvml.NVML_CLOCK_SM)),
-            ("mem_clock", self.mem, lambda: call(pynvml.nvmlDeviceGetClockInfo, self.h, pynvml.NVML_CLOCK_MEM)),
-            ("temperature", self.temp, lambda: temperature_c(self.h)),
+            ("utilization", self.util, lambda: call("nvmlDeviceGetUtilizationRates", self.h).gpu),
+            ("sm_clock", self.sm, lambda: call("nvmlDeviceGetClockInfo", self.h, nvml.const("NVML_CLOCK_SM"))),
+            ("mem_clock", self.mem, lambda: call("nvmlDeviceGetClockInfo", self.h, nvml.const("NVML_CLOCK_MEM"))),
+            ("temperature", self.temp, lambda: nvml.temperature_c(self.h)),
         ):
             v = self._read(metric, fn)
             if v is not None:
                 store.append(float(v))
-        m = self._read("clock_event_reasons", lambda: clock_event_reasons(self.h))
+        m = self._read("clock_event_reasons", lambda: nvml.clock_event_reasons(self.h))
         if m is not None:
             self.mask |= m
 
@@ -338,9 +224,11 @@ class _GPUWindow:
         if self.last_t is None or t > self.last_t:
             self.sample(t)
         duration = t - self.t0
-        e1 = self._read("energy_counter", lambda: call(pynvml.nvmlDeviceGetTotalEnergyConsumption, self.h))
-        limit = self._read("power_limit", lambda: call(pynvml.nvmlDeviceGetEnforcedPowerLimit, self.h) / 1000.0)
-        mem = self._read("nvml_memory", lambda: memory_used_bytes(self.h))
+        e1 = self._read("energy_counter", lambda: call("nvmlDeviceGetTotalEnergyConsumption", self.h))
+        limit = self._read("power_limit", lambda: call("nvmlDeviceGetEnforcedPowerLimit", self.h) / 1000.0)
+        mem = self._read("nvml_memory", lambda: nvml.memory_used_bytes(self.h))
+        self.pstate = self._read("pstate", lambda: nvml.pstate(self.h))
+        throttle, info = nvml.decode_reasons(self.mask)
         energy, source = None, None
         if self.lost:
             self.reasons["gpu"] = "GPU lost during the window"
@@ -349,7 +237,7 @@ class _GPUWindow:
         elif len(self.power) >= 2:
             energy, source = _trapezoid(self.power), "integrated instant power"
         elif len(self.avg_power) >= 2:
-            energy, source = _trapezoid(self.avg_power), "integrated 1s-average power"
+            energy, source = _trapezoid(self.avg_power), "integrated power usage"
         else:
             self.reasons.setdefault("energy", "no energy counter and too few power samples")
         peaks = [p for _, p in self.power] or [p for _, p in self.avg_power]
@@ -369,7 +257,9 @@ class _GPUWindow:
             temp_max_c=max(self.temp) if self.temp and not self.lost else None,
             nvml_memory_used_bytes=mem[0] if mem else None,
             nvml_memory_version=mem[1] if mem else None,
-            throttle_reasons=decode_reasons(self.mask),
+            throttle_reasons=throttle,
+            clock_events_info=info,
+            pstate=self.pstate,
             samples=len(self.power) + len(self.avg_power),
             power_trace=_downsample(self.power or self.avg_power, MAX_TRACE_POINTS),
             reasons=dict(self.reasons),
@@ -392,7 +282,7 @@ class NvidiaGPUs:
 
     def __init__(self, gpus: Sequence[GPUInfo]):
         self.gpus = list(gpus)
-        self.handles = [call(pynvml.nvmlDeviceGetHandleByUUID, g.uuid) for g in self.gpus]
+        self.handles = [call("nvmlDeviceGetHandleByUUID", g.uuid) for g in self.gpus]
         self._windows: list[_GPUWindow] = []
 
     @property
@@ -439,9 +329,31 @@ class EmptyGPUs:
         return []
 
 
-def open_gpus(tf_positions: Sequence[int], env: Mapping[str, str] | None = None) -> NvidiaGPUs | EmptyGPUs:
-    """Telemetry for the GPUs TensorFlow numbers ``tf_positions`` (CUDA order); never raises.
+def _mig_reason(gpus: Sequence[GPUInfo]) -> str | None:
+    mig = [g for g in gpus if g.mig]
+    if not mig:
+        return None
+    return (
+        f"MIG mode is on for {', '.join(g.pci_bus_id for g in mig)}: NVML's power and energy are the whole "
+        "GPU's (other instances included) and utilisation is not offered, so GPU telemetry is off"
+    )
 
+
+def _open(chosen: Sequence[GPUInfo]) -> NvidiaGPUs | EmptyGPUs:
+    why = _mig_reason(chosen)
+    if why:
+        return EmptyGPUs(why)
+    try:
+        return NvidiaGPUs(chosen)
+    except (NVMLUnavailable, MetricUnsupported, GPULost) as e:
+        return EmptyGPUs(str(e))
+
+
+def open_gpus(tf_positions: Sequence[int], env: Mapping[str, str] | None = None) -> NvidiaGPUs | EmptyGPUs:
+    """Telemetry for the GPUs CUDA numbers ``tf_positions`` (bus order); never raises.
+
+    Prefer :func:`open_gpus_by_bus_id` with the bus ids TensorFlow reports: TensorFlow skips
+    GPUs it cannot use (too few SMs, too old), so its numbering can differ from CUDA's.
     An empty ``tf_positions`` (a CPU case) gives EmptyGPUs with "case uses no GPU".
     """
     if not tf_positions:
@@ -449,32 +361,99 @@ def open_gpus(tf_positions: Sequence[int], env: Mapping[str, str] | None = None)
     found = discover()
     if found.reason:
         return EmptyGPUs(found.reason)
+    if any(n.startswith("NVML GPU") for n in found.notes):
+        return EmptyGPUs(f"cannot map GPUs by position: {'; '.join(found.notes)}")
     visible = visible_gpus(found.gpus, env)
     if isinstance(visible, str):
         return EmptyGPUs(visible)
     if max(tf_positions) >= len(visible):
         return EmptyGPUs(f"TensorFlow GPU {max(tf_positions)} has no NVML match ({len(visible)} visible)")
-    try:
-        return NvidiaGPUs([visible[i] for i in tf_positions])
-    except (NVMLUnavailable, MetricUnsupported, GPULost) as e:
-        return EmptyGPUs(str(e))
+    return _open([visible[i] for i in tf_positions])
 
 
-def idle_power_w(
+def open_gpus_by_bus_id(bus_ids: Sequence[str]) -> NvidiaGPUs | EmptyGPUs:
+    """Telemetry for the GPUs with these PCI bus ids (as TensorFlow reports them); never raises."""
+    if not bus_ids:
+        return EmptyGPUs("case uses no GPU")
+    found = discover()
+    if found.reason:
+        return EmptyGPUs(found.reason)
+    by_bus = {g.pci_bus_id: g for g in found.gpus}
+    wanted = [normalize_bus_id(b) for b in bus_ids]
+    missing = [b for b in wanted if b not in by_bus]
+    if missing:
+        return EmptyGPUs(f"no NVML GPU at PCI bus id {', '.join(missing)} ({'; '.join(found.notes) or 'not listed'})")
+    return _open([by_bus[b] for b in wanted])
+
+
+@dataclass(frozen=True)
+class Idle:
+    """Idle power of one GPU: what the run subtracts, and how it was measured.
+
+    ``power_w`` is the counter mean where the energy counter works (else the instant-power
+    mean); both means are kept, with the P-state before and after and the settle wait.
+    """
+
+    power_w: float | None
+    counter_w: float | None
+    instant_w: float | None
+    pstate_before: str | None
+    pstate_after: str | None
+    settle_s: float
+    seconds: float
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict."""
+        return {
+            "power_w": self.power_w,
+            "counter_w": self.counter_w,
+            "instant_w": self.instant_w,
+            "pstate_before": self.pstate_before,
+            "pstate_after": self.pstate_after,
+            "settle_s": self.settle_s,
+            "seconds": self.seconds,
+        }
+
+
+IDLE_PSTATE = 8  # P8 and above: the idle states
+
+
+def _settle(src: NvidiaGPUs, max_s: float, clock: Callable[[], float], sleep: Callable[[float], None]) -> float:
+    """Wait until every GPU reports an idle P-state (>= P8), at most ``max_s``; the time waited."""
+    t0 = clock()
+    while clock() - t0 < max_s:
+        states = [nvml.optional("nvmlDeviceGetPerformanceState", h) for h in src.handles]
+        if all(s is not None and int(s) >= IDLE_PSTATE for s in states):
+            break
+        if all(s is None for s in states):  # no P-state to watch: a fixed short wait
+            sleep(min(2.0, max_s))
+            break
+        sleep(0.5)
+    return clock() - t0
+
+
+def idle_power(
     gpus: Sequence[GPUInfo],
-    seconds: float = 1.0,
+    seconds: float = 5.0,
+    settle_max_s: float = 10.0,
     clock: Callable[[], float] | None = None,
     sleep: Callable[[float], None] | None = None,
-) -> dict[str, float | None]:
-    """Idle power per GPU uuid, measured over ``seconds`` before any case runs."""
-    import time
+) -> dict[str, Idle]:
+    """Idle power per GPU uuid, before any case runs, over ``seconds`` (>= 5 s) after a settle wait.
 
+    The energy counter moves in steps of 10-100 ms, so a 1 s window can be off by up to 10%;
+    over 5 s the step error is <= 2%. Idle here means no process of ours holds a CUDA context:
+    a GPU inside a case sits at a higher floor, so energy above idle is an upper bound.
+    """
     clock = clock or time.monotonic
     sleep = sleep or time.sleep
+    seconds = max(5.0, seconds)
     try:
         src = NvidiaGPUs(gpus)
     except (NVMLUnavailable, MetricUnsupported, GPULost):
-        return {g.uuid: None for g in gpus}
+        return {g.uuid: Idle(None, None, None, None, None, 0.0, 0.0) for g in gpus}
+    settled = _settle(src, settle_max_s, clock, sleep)
+    before = [nvml.optional("nvmlDeviceGetPerformanceState", h) for h in src.handles]
     t0 = clock()
     src.begin(t0)
     n = max(2, int(seconds / 0.1))
@@ -482,4 +461,17 @@ def idle_power_w(
         sleep(seconds / n)
         src.sample(clock())
     readings = src.end(clock())
-    return {r.uuid: r.power_mean_w for r in readings}
+    out = {}
+    for r, b in zip(readings, before):
+        counter = r.power_mean_w if r.energy_source == "counter" else None
+        instant = statistics.fmean(p for _, p in r.power_trace) if r.power_trace else None
+        out[r.uuid] = Idle(
+            power_w=counter if counter is not None else instant,
+            counter_w=counter,
+            instant_w=instant,
+            pstate_before=None if b is None else f"P{int(b)}",
+            pstate_after=r.pstate,
+            settle_s=settled,
+            seconds=r.duration_s,
+        )
+    return out
