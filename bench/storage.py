@@ -71,6 +71,8 @@ FIGURE_COLUMNS = [
     "inter_op_threads",
     "all_reduce",
     "device_peak_mem_per_device_bytes",
+    "xla_scope",
+    "device_peak_mem_compile_bytes",
 ]
 TELEMETRY_COLUMNS = [
     "energy_j",
@@ -92,6 +94,7 @@ TELEMETRY_COLUMNS = [
     "process_cpu_util_pct",
     "energy_source",
     "telemetry_window_s",
+    "clock_events_info",
 ]
 COLUMNS = CASE_COLUMNS + FIGURE_COLUMNS + TELEMETRY_COLUMNS
 

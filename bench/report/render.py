@@ -11,6 +11,7 @@ import base64
 import math
 from html import escape
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from tabulate import tabulate
@@ -286,9 +287,22 @@ def _energy(run: RunData) -> str:
                 f'<td class="num">{_num(r["power_max_w"], "{:.0f}")}</td>',
                 f'<td class="num">{_num(r["energy_above_idle_j"], "{:.1f}")}</td>',
                 _e(r["throttle_reasons"] or "none"),
+                _e(r.get("clock_events_info") or "none"),
             ]
         )
-    html = _table(["case", "J/sample", "samples/J", "mean W", "max W", "J above idle", "clock events"], rows)
+    html = _table(
+        [
+            "case",
+            "J/sample",
+            "samples/J",
+            "mean W",
+            "max W",
+            "J above idle",
+            "throttling (power, thermal, slowdown)",
+            "other clock events (idle, app clocks, sync boost)",
+        ],
+        rows,
+    )
     return html + _power_charts(run)
 
 
@@ -334,13 +348,28 @@ def _memory(run: RunData) -> str:
     rows = [
         [
             _e(r["case_id"]),
-            f'<td class="num">{_num(r["device_peak_mem_bytes"] / 2**20 if r["device_peak_mem_bytes"] else None, "{:.1f}")}</td>',
-            f'<td class="num">{_num(r["host_peak_rss_bytes"] / 2**20 if r["host_peak_rss_bytes"] else None, "{:.0f}")}</td>',
-            f'<td class="num">{_num(r["nvml_memory_used_bytes"] / 2**20 if r["nvml_memory_used_bytes"] else None, "{:.0f}")}</td>',
+            f'<td class="num">{_mib(r["device_peak_mem_bytes"], "{:.1f}")}</td>',
+            f'<td class="num">{_mib(r.get("device_peak_mem_compile_bytes"), "{:.1f}")}</td>',
+            f'<td class="num">{_mib(r["host_peak_rss_bytes"], "{:.0f}")}</td>',
+            f'<td class="num">{_mib(r["nvml_memory_used_bytes"], "{:.0f}")}</td>',
         ]
         for _, r in t.iterrows()
     ]
-    return _table(["case", "device peak MiB (TF allocator)", "host peak RSS MiB", "NVML device-wide used MiB"], rows)
+    return _table(
+        [
+            "case",
+            "device peak MiB, steady state (TF allocator)",
+            "device peak MiB while compiling and warming up",
+            "host peak RSS MiB",
+            "NVML used MiB: TF's process pool (never released, so it carries over between cases of one worker)",
+        ],
+        rows,
+    )
+
+
+def _mib(v: Any, fmt: str) -> str:
+    """Bytes as MiB; empty, never 0, where not measured."""
+    return _num(v / 2**20 if v is not None and not pd.isna(v) and v else None, fmt)
 
 
 def _efficiency(run: RunData) -> str:
