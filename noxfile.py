@@ -32,7 +32,7 @@ def report(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite (real TensorFlow on CPU; fake NVML at the hardware boundary)."""
     session.install(".", *nox.project.dependency_groups(PYPROJECT, "test"))
-    session.run("pytest", *session.posargs)
+    session.run("pytest", "--benchmark-disable", *session.posargs)  # timing is not what the tests check
 
 
 @nox.session

@@ -83,6 +83,13 @@ def parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("devices", help="what was found, where TensorFlow computes, what each precision needs")
     d.add_argument("--json", action="store_true", help="machine-readable output")
+    d.add_argument(
+        "--check",
+        action="store_true",
+        help="run one tiny step of every path this machine supports (CPU, each GPU precision, XLA, all GPUs "
+        "with the real all-reduce, a virtual split) and a 10 s NVML window under load; exit 1 if any fails",
+    )
+    d.add_argument("--results-dir", default=None, help="with --check: keep its results and worker logs here")
 
     e = sub.add_parser("export", help="the tidy one-row-per-case table")
     e.add_argument("file", help="results JSON")
@@ -103,10 +110,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def cmd_run(a: argparse.Namespace) -> int:
-    """``accelbench run``."""
+def _progress(total: int):
+    """The progress bar on stderr; its postfix shows the case and phase a worker is in."""
     from tqdm import tqdm
 
+    return tqdm(total=total, desc="cases", unit="case", file=sys.stderr, dynamic_ncols=True)
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    """``accelbench run``."""
     from bench import devices, storage
     from bench.planning import RunOptions
     from bench.report import analysis, console
@@ -151,10 +163,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         storage.load(results_path(a.results_dir, a.resume))  # fail fast, before TensorFlow starts
     machine = devices.discover()
 
-    def progress(total: int):
-        return tqdm(total=total, desc="cases", unit="case", file=sys.stderr, dynamic_ncols=True)
-
-    run = Run(opts, machine, a.results_dir, sys.argv[1:], resume=a.resume, progress=progress)
+    run = Run(opts, machine, a.results_dir, sys.argv[1:], resume=a.resume, progress=_progress)
     print(
         f"accelbench run {run.run_id}: {len(run.plan)} cases "
         f"({sum(1 for _, s in run.plan if not s.supported)} unsupported), results -> {run.path}",
@@ -173,16 +182,38 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_devices(a: argparse.Namespace) -> int:
-    """``accelbench devices``."""
+    """``accelbench devices [--check]``."""
     from bench import devices
     from bench.report.devices_text import describe
 
     machine = devices.discover(check=True)
+    if not a.check:
+        if a.json:
+            print(json.dumps({**machine.to_dict(), "placement": machine.tf.get("placement", [])}, indent=1))
+        else:
+            print(describe(machine))
+        return 0
+    import tempfile
+    from dataclasses import asdict
+
+    from tabulate import tabulate
+
+    from bench.check import check
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = check(machine, Path(a.results_dir or tmp), progress=_progress)
+    failed = [r.path for r in rows if r.result == "FAIL"]
     if a.json:
-        print(json.dumps({**machine.to_dict(), "placement": machine.tf.get("placement", [])}, indent=1))
+        print(json.dumps({"rows": [asdict(r) for r in rows], "failed": failed}, indent=1))
     else:
-        print(describe(machine))
-    return 0
+        print(describe(machine) + "\n")
+        print(tabulate([[r.path, r.result, r.detail[:160]] for r in rows], headers=["path", "result", "detail"]))
+        if not machine.tf_gpu_count:
+            print(f"\nno GPU path could be checked: {machine.no_gpu_reason()}")
+        if failed:
+            keep = "" if a.results_dir else " (rerun with --results-dir DIR to keep worker logs)"
+            print(f"\nFAILED: {', '.join(failed)}{keep}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def cmd_export(a: argparse.Namespace) -> int:

@@ -3,6 +3,8 @@
 With 3 or more cases it finishes the first and then, "during" the second, dies by SIGKILL as an
 OOM-killed worker would (FAKE_WORKER=kill, the default) or hangs forever after a heartbeat, as a
 worker stuck in an NCCL all-reduce would (FAKE_WORKER=hang); otherwise it finishes every case.
+FAKE_WORKER=fail:TEXT instead finishes every case, recording those whose id contains TEXT as
+failed (as a broken GPU path would be).
 """
 
 import json
@@ -38,8 +40,9 @@ stats = {
     "iterations": 1,
 }
 for i, c in enumerate(plan["cases"]):
-    if i == 1 and len(plan["cases"]) >= 3:
-        if os.environ.get("FAKE_WORKER", "kill") == "hang":
+    mode = os.environ.get("FAKE_WORKER", "kill")
+    if i == 1 and len(plan["cases"]) >= 3 and not mode.startswith("fail:"):
+        if mode == "hang":
             with open(spool, "a") as f:
                 f.write(json.dumps({"heartbeat": {"case_id": c["case_id"], "phase": "round 1 of 6"}}) + "\n")
             print("all-reduce started ...", flush=True)
@@ -56,6 +59,8 @@ for i, c in enumerate(plan["cases"]):
         "steps_per_round": 10,
         "samples_per_s": 6400.0,
     }
+    if mode.startswith("fail:") and mode[5:] in c["case_id"]:
+        info.update(status="error", reason="InternalError: NCCL operation ncclAllReduce failed: unhandled system error")
     rec = {
         "group": None,
         "name": f"test_case[{c['case_id']}]",
@@ -64,7 +69,7 @@ for i, c in enumerate(plan["cases"]):
         "param": c["case_id"],
         "extra_info": info,
         "options": {},
-        "stats": stats,
+        "stats": stats if info["status"] == "ok" else None,
     }
     with open(spool, "a") as f:
         f.write(json.dumps(rec) + "\n")

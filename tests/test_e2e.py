@@ -27,6 +27,8 @@ ARGS = [
     "2",
     "--xla",
     "both",
+    "-k",
+    "not (xla and bfloat16)",
 ]
 # what this machine's CPU can run, by the same rules the planner uses (the CPU model differs
 # from machine to machine: bf16 units or not)
@@ -69,11 +71,12 @@ def test_smoke_run_measures_cpu_and_virtual_cases(smoke):
         for p in PRECISIONS
         for x in ("", "-xla")
         if not (m == "infer" and d == "cpu2-virtual" and x)  # XLA inference over logical CPUs: unsupported
+        and not (x and p == "mixed_bfloat16")  # left out by -k
     }
     assert status["mlp-train-gpu1-fp32-b64"] == "unsupported"
     assert status["mlp-infer-cpu2-virtual-fp32-xla-b64"] == "unsupported"
     assert status["mlp-train-cpu-mixed_bfloat16-b64"] == ("ok" if CPU_BF16 else "unsupported")
-    assert len(status) == 24 and doc["run"]["status"] == "complete"
+    assert len(status) == 18 and doc["run"]["status"] == "complete"
     # one worker per device configuration and XLA setting
     logs = sorted(p.name for p in path.with_suffix(".logs").iterdir())
     assert logs == ["cpu-1.log", "cpu-xla-1.log", "cpu2-virtual-1.log", "cpu2-virtual-xla-1.log"]

@@ -423,3 +423,15 @@ def test_window_records_the_pstate(fake_nvml, clock):
     fake_nvml([FakeGPU(load_w=500.0, idle_w=60.0, load_at=0.0)])
     (g,) = run_window(open_gpus([0], env={}), clock, seconds=1.0).gpus
     assert g.pstate == "P0"
+
+
+def test_without_gpus_the_sampler_wakes_once_a_second_and_reports_its_cpu_time():
+    from bench.telemetry import EmptyGPUs
+
+    w = Window(EmptyGPUs("CPU case"), NullHost(), interval_s=0.1)
+    assert w.interval_s == 1.0  # the host alone: RSS peak is VmHWM anyway, RAPL only needs wrap checks
+    assert Window(Exploding(), NullHost(), interval_s=0.1).interval_s == 0.1  # GPUs: 10 Hz
+    w.begin()
+    time.sleep(0.05)
+    m = w.end()
+    assert m.sampler_cpu_s is not None and 0 <= m.sampler_cpu_s < 0.05

@@ -77,6 +77,7 @@ class Measurement:
     gpus: list[GPUReading]
     host: HostReading
     sampler_error: str | None = None
+    sampler_cpu_s: float | None = None
 
     @property
     def energy_j(self) -> float | None:

@@ -53,6 +53,7 @@ def derive(m: Measurement, samples: int, idle_power_w: float | None) -> dict:
             "window_s": m.duration_s,
             "gpu_telemetry": m.gpu_telemetry,
             "sampler_error": m.sampler_error,
+            "sampler_cpu_s": m.sampler_cpu_s,
             "gpus": [g.to_dict() for g in gpus],
             "host": h.to_dict(),
         },

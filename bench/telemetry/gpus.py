@@ -16,6 +16,7 @@ from typing import Any
 
 from bench.telemetry import nvml
 from bench.telemetry.base import GPUReading
+from bench.telemetry.energy_check import trapezoid
 from bench.telemetry.nvml import GPULost, MetricUnsupported, NVMLUnavailable, call
 
 MAX_TRACE_POINTS = 600
@@ -235,9 +236,9 @@ class _GPUWindow:
         elif self.e0 is not None and e1 is not None:
             energy, source = (float(e1) - float(self.e0)) / 1000.0, "counter"
         elif len(self.power) >= 2:
-            energy, source = _trapezoid(self.power), "integrated instant power"
+            energy, source = trapezoid(self.power), "integrated instant power"
         elif len(self.avg_power) >= 2:
-            energy, source = _trapezoid(self.avg_power), "integrated power usage"
+            energy, source = trapezoid(self.avg_power), "integrated power usage"
         else:
             self.reasons.setdefault("energy", "no energy counter and too few power samples")
         peaks = [p for _, p in self.power] or [p for _, p in self.avg_power]
@@ -264,10 +265,6 @@ class _GPUWindow:
             power_trace=_downsample(self.power or self.avg_power, MAX_TRACE_POINTS),
             reasons=dict(self.reasons),
         )
-
-
-def _trapezoid(points: list[tuple[float, float]]) -> float:
-    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(points, points[1:]))
 
 
 def _downsample(points: list[tuple[float, float]], n: int) -> list[tuple[float, float]]:

@@ -11,6 +11,10 @@ from bench.telemetry.base import GPUReading, HostReading, Measurement
 
 DEFAULT_INTERVAL_S = 0.1
 MIN_INTERVAL_S = 0.1  # <= 10 Hz: NVML's counters update every ~100 ms (zeus caps at 0.1 s too)
+# Without GPUs only the host is sampled: RSS (whose peak VmHWM records anyway) and RAPL (sampled
+# only to catch counter wrap-arounds, minutes apart). Once a second is enough, and each wake-up
+# of the sampler steals a core from the benchmark on a small CPU (measured: docs/benchmarks.md).
+HOST_ONLY_INTERVAL_S = 1.0
 
 
 class GPUSource(Protocol):
@@ -46,9 +50,11 @@ class HostSource(Protocol):
 class Window:
     """``begin()``; timed work; ``end() -> Measurement``. The caller syncs devices at both ends.
 
-    The sampler thread calls ``sample`` every ``interval_s`` (at least 0.1 s). An error inside
-    it stops sampling, is kept in ``Measurement.sampler_error``, and never reaches the case.
-    With ``threaded=False`` nothing samples in the background (tests call ``sample_now``).
+    The sampler thread calls ``sample`` every ``interval_s`` (at least 0.1 s; at least
+    ``HOST_ONLY_INTERVAL_S`` when the GPU source has no GPUs). An error inside it stops
+    sampling, is kept in ``Measurement.sampler_error``, and never reaches the case. The CPU
+    time the thread used is kept in ``Measurement.sampler_cpu_s``. With ``threaded=False``
+    nothing samples in the background (tests call ``sample_now``).
     """
 
     def __init__(
@@ -61,7 +67,10 @@ class Window:
     ):
         self.gpus, self.host, self.clock = gpus, host, clock
         self.interval_s = max(MIN_INTERVAL_S, interval_s)
+        if getattr(gpus, "gpus", None) == []:  # EmptyGPUs: the host alone
+            self.interval_s = max(self.interval_s, HOST_ONLY_INTERVAL_S)
         self.threaded = threaded
+        self.cpu_s = 0.0
         self.error: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -84,12 +93,14 @@ class Window:
         self.host.sample(t)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
+        start = time.thread_time()
+        try:
+            while not self._stop.wait(self.interval_s):
                 self.sample_now()
-            except Exception as e:  # a sensor failing must not take the case with it
-                self.error = f"sampler stopped: {type(e).__name__}: {e}"
-                return
+        except Exception as e:  # a sensor failing must not take the case with it
+            self.error = f"sampler stopped: {type(e).__name__}: {e}"
+        finally:
+            self.cpu_s = time.thread_time() - start
 
     def stop(self) -> None:
         """Stop the sampler thread (idempotent; also for Ctrl-C paths)."""
@@ -110,6 +121,7 @@ class Window:
             gpus=gpus,
             host=host,
             sampler_error=self.error,
+            sampler_cpu_s=self.cpu_s if self.threaded else None,
         )
 
     def __enter__(self) -> Window:

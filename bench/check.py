@@ -1,0 +1,176 @@
+"""``accelbench devices --check``: one tiny measured step of every path the machine supports.
+
+Each path (a device configuration, precision, XLA setting) is one smoke-profile MLP training
+case run by the real runner and worker, so what passes here is what a benchmark run uses:
+device setup, virtual splits, MirroredStrategy with the real all-reduce, XLA, loss scaling,
+placement checks, telemetry. A path the hardware cannot run is listed "not available" with the
+reason; a supported path that fails makes the check exit 1 with the path named. Then a 10 s NVML
+window under a GPU load compares the energy counter with integrated instant power.
+
+The parent never imports TensorFlow: the NVML window is sampled here while a child process
+(``python -m bench.check LOAD_SECONDS``) keeps the GPU busy with matmuls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import planning, runner, storage
+from bench.cases import PRECISIONS, Case
+from bench.devices import Machine
+from bench.telemetry import Window, energy_check
+from bench.telemetry.gpus import EmptyGPUs, NvidiaGPUs, open_gpus_by_bus_id
+
+BATCH = 64  # the smoke MLP's batch
+LOAD = [sys.executable, "-m", "bench.check"]  # + SECONDS: a TensorFlow matmul load on GPU:0
+WINDOW_S = 10.0
+AGREEMENT = 0.2  # counter vs integrated instant power may differ by this fraction
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the check: the path, ``pass`` / ``FAIL`` / ``not available``, and why."""
+
+    path: str
+    result: str
+    detail: str
+
+
+def _case(kind: str, count: int, precision: str, xla: bool, virtual: bool = False) -> Case:
+    return Case("mlp", "train", kind, count, virtual, precision, xla, BATCH)
+
+
+def paths(machine: Machine) -> list[tuple[str, Case]]:
+    """Every path worth checking on any machine, named for people; the planner says which run."""
+    n = machine.tf_gpu_count
+    out = [(f"cpu {p}", _case("cpu", 1, p, False)) for p in ("fp32", "mixed_bfloat16")]
+    out += [
+        ("cpu XLA", _case("cpu", 1, "fp32", True)),
+        ("cpu2-virtual MirroredStrategy", _case("cpu", 2, "fp32", False, True)),
+        ("cpu2-virtual XLA", _case("cpu", 2, "fp32", True, True)),
+    ]
+    out += [(f"gpu1 {p}", _case("gpu", 1, p, False)) for p in PRECISIONS]
+    out += [(f"gpu1 XLA {p}", _case("gpu", 1, p, True)) for p in ("fp32", "mixed_float16")]
+    k = max(n, 2)
+    out += [
+        (f"gpu{k} all GPUs, all-reduce", _case("gpu", k, "fp32", False)),
+        (f"gpu{k} all GPUs, XLA + loss scaling", _case("gpu", k, "mixed_float16", True)),
+        ("gpu2-virtual split", _case("gpu", 2, "fp32", False, True)),
+    ]
+    return out
+
+
+def run_paths(machine: Machine, results_dir: Path, progress: Callable[..., Any] | None = None) -> list[Row]:
+    """Run every supported path through the runner and its workers; one Row per path."""
+    named = paths(machine)
+    opts = planning.RunOptions(profile="smoke", workloads=("mlp",), modes=("train",), devices=("cpu",))
+    run = runner.Run(opts, machine, results_dir, ["devices", "--check"], progress=progress)
+    run.plan = [(c, planning.support(c, machine)) for _, c in named]
+    recs = {storage.case_id_of(r): r["extra_info"] for r in storage.records(storage.load(run.execute()))}
+    rows = []
+    for name, case in named:
+        e = recs[case.id]
+        if e["status"] == "ok":
+            how = f", {e.get('all_reduce')}" if case.device_count > 1 else ""
+            rows.append(Row(name, "pass", f"{e['samples_per_s']:.4g} samples/s{how}"))
+        elif e["status"] == "unsupported":
+            rows.append(Row(name, "not available", e["reason"]))
+        else:
+            rows.append(Row(name, "FAIL", f"{e['status']}: {e['reason']}"))
+    return rows
+
+
+@contextlib.contextmanager
+def gpu_load(seconds: float) -> Iterator[None]:
+    """A child process running TensorFlow matmuls on GPU:0 while the window is open."""
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen([*LOAD, str(seconds + 30)], stdout=log, stderr=subprocess.STDOUT)
+        try:
+            time.sleep(min(15.0, seconds))  # TensorFlow starts and the clocks ramp up
+            if proc.poll() is not None:
+                log.seek(0)
+                last = (log.read().decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+                raise RuntimeError(f"the TensorFlow load exited early: {last[-200:]}")
+            yield
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+def nvml_row(
+    source: NvidiaGPUs | EmptyGPUs,
+    load: Callable[[], contextlib.AbstractContextManager[Any]],
+    seconds: float = WINDOW_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Row:
+    """A ``seconds`` NVML window under ``load``: counter energy vs integrated instant power."""
+    name = f"NVML {seconds:.0f} s window under load"
+    if isinstance(source, EmptyGPUs):
+        return Row(name, "not available", source.reason)
+    try:
+        with load():
+            w = Window(source, _NoHost(), clock=clock, threaded=False)
+            w.begin()
+            for _ in range(round(seconds / 0.1)):  # 10 Hz, NVML's update rate
+                sleep(0.1)
+                w.sample_now()
+            m = w.end()
+    except Exception as e:  # the load failed to start: the path is broken
+        return Row(name, "FAIL", f"{type(e).__name__}: {e}")
+    a = energy_check.agreement(m.gpus)
+    return Row(name, "pass" if a.ok(AGREEMENT) else "FAIL", a.describe())
+
+
+class _NoHost:
+    """The NVML check measures GPUs only."""
+
+    def begin(self, t: float) -> None:
+        """Nothing to open."""
+
+    def sample(self, t: float) -> None:
+        """Nothing to sample."""
+
+    def end(self, t: float) -> Any:
+        """No host reading."""
+        return None
+
+
+def check(machine: Machine, results_dir: Path, progress: Callable[..., Any] | None = None) -> list[Row]:
+    """Every path, then the NVML window (on the first GPU TensorFlow uses)."""
+    rows = run_paths(machine, results_dir, progress)
+    if not machine.tf_gpu_count:
+        rows.append(Row(f"NVML {WINDOW_S:.0f} s window under load", "not available", machine.no_gpu_reason()))
+        return rows
+    buses = machine.gpu_plan("gpu", 1, False)["pci_bus_ids"]
+    src = open_gpus_by_bus_id(buses) if buses else EmptyGPUs("TensorFlow reported no PCI bus id for GPU 0")
+    rows.append(nvml_row(src, lambda: gpu_load(WINDOW_S)))
+    return rows
+
+
+def main() -> int:
+    """The load: ``python -m bench.check SECONDS`` runs fp32 matmuls on GPU:0."""
+    import tensorflow as tf
+
+    seconds = float(sys.argv[1])
+    with tf.device("/GPU:0"):
+        a = tf.random.normal((8192, 8192))
+        b = tf.random.normal((8192, 8192))
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for _ in range(10):
+                c = tf.matmul(a, b)
+            float(c[0, 0])  # one sync per 10 matmuls
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

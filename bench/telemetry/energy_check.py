@@ -1,0 +1,64 @@
+"""Whether a GPU's energy counter agrees with its integrated instant power (pure numbers)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench.telemetry.base import GPUReading
+
+
+def trapezoid(points: Sequence[Sequence[float]]) -> float:
+    """Integral of (seconds, watts) points, joules."""
+    return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(points, points[1:]))
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Counter energy against integrated instant power over the same window, summed over GPUs."""
+
+    counter_j: float | None
+    integrated_j: float | None
+    duration_s: float
+    samples: int
+    detail: str
+
+    @property
+    def difference(self) -> float | None:
+        """(integrated - counter) / counter; None unless both were measured."""
+        if not self.counter_j or self.integrated_j is None:
+            return None
+        return (self.integrated_j - self.counter_j) / self.counter_j
+
+    def ok(self, tolerance: float) -> bool:
+        """Both measured and within ``tolerance`` (a fraction) of each other."""
+        d = self.difference
+        return d is not None and abs(d) <= tolerance
+
+    def describe(self) -> str:
+        """One line for the check's table."""
+        if self.counter_j is None or self.integrated_j is None:
+            return f"cannot compare: {self.detail}"
+        return (
+            f"counter {self.counter_j:.1f} J vs integrated instant power {self.integrated_j:.1f} J "
+            f"({(self.difference or 0) * 100:+.1f}%) over {self.duration_s:.1f} s, {self.samples} samples; {self.detail}"
+        )
+
+
+def agreement(readings: Sequence[GPUReading]) -> Agreement:
+    """Compare the counter delta with the trapezoid of the instant-power trace, per window."""
+    if not readings:
+        return Agreement(None, None, 0.0, 0, "no GPU reading")
+    counter = [r.energy_j if r.energy_source == "counter" else None for r in readings]
+    integrated = [trapezoid(r.power_trace) if len(r.power_trace) >= 2 else None for r in readings]
+    why = sorted({f"{k}: {v}" for r in readings for k, v in r.reasons.items()})
+    states = ",".join(sorted({r.pstate for r in readings if r.pstate})) or "P-state unknown"
+    throttle = ",".join(sorted({t for r in readings for t in r.throttle_reasons})) or "none"
+    detail = f"{states}, throttling: {throttle}" + (f"; {'; '.join(why)}" if why else "")
+    return Agreement(
+        counter_j=None if None in counter else sum(c for c in counter if c is not None),
+        integrated_j=None if None in integrated else sum(i for i in integrated if i is not None),
+        duration_s=max(r.duration_s for r in readings),
+        samples=min(r.samples for r in readings),
+        detail=detail,
+    )

@@ -1,0 +1,70 @@
+"""``accelbench devices --check`` with the hardware faked at its boundary: a machine with GPUs
+(discovery), the fake NVML, and a stand-in worker where a GPU would run the case."""
+
+import contextlib
+import sys
+from pathlib import Path
+
+import pytest
+from fake_nvml import FakeGPU
+from test_capability import machine
+
+from bench import check, cli, devices, runner
+from bench.telemetry import gpus
+
+A100 = ("NVIDIA A100-SXM4-40GB", (8, 0))
+BUS0 = "00000000:00:00.0"  # the bus id test_capability.machine gives TF GPU 0
+
+
+@pytest.fixture
+def two_gpu_box(monkeypatch, fake_nvml, clock):
+    monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
+    fake_nvml([FakeGPU(uuid=f"GPU-{i}", bus_id=f"00000000:{i:02X}:00.0", idle_w=60.0, load_w=400.0) for i in range(2)])
+    m = machine(tf_gpus=[A100, A100], nvml_gpus=2)
+    monkeypatch.setattr(check, "gpu_load", lambda seconds: contextlib.nullcontext())
+    monkeypatch.setattr(check, "nvml_row", _fake_clock_nvml_row(check.nvml_row, clock))
+    real_idle = gpus.idle_power
+    monkeypatch.setattr(gpus, "idle_power", lambda g: real_idle(g, clock=clock, sleep=clock.advance))
+    return m
+
+
+def _fake_clock_nvml_row(real, clock):
+    def row(source, load, seconds=check.WINDOW_S):
+        return real(source, load, seconds, clock=clock, sleep=clock.advance)
+
+    return row
+
+
+def test_every_path_of_a_two_gpu_machine_passes(two_gpu_box, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_WORKER", "fail:nothing")
+    rows = {r.path: r for r in check.check(two_gpu_box, tmp_path)}
+    assert {p: r.result for p, r in rows.items() if r.result != "pass"} == {}
+    for path in ("gpu1 tf32", "gpu1 XLA mixed_float16", "gpu2 all GPUs, XLA + loss scaling", "gpu2-virtual split"):
+        assert rows[path].result == "pass"
+    nv = rows["NVML 10 s window under load"]
+    assert nv.detail.startswith("counter 4000.0 J vs integrated instant power 4000.0 J (+0.0%) over 10.0 s")
+
+
+def test_a_broken_gpu_path_fails_the_check_and_is_named(two_gpu_box, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FAKE_WORKER", "fail:gpu2-mixed_float16-xla")
+    monkeypatch.setattr(devices, "discover", lambda check=False: two_gpu_box)
+    rc = cli.main(["devices", "--check", "--results-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc == 1
+    assert err.strip().splitlines()[-1] == "FAILED: gpu2 all GPUs, XLA + loss scaling"
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("gpu2 all GPUs, XLA")]
+    assert "FAIL" in line and "error: InternalError: NCCL operation ncclAllReduce failed" in line
+
+
+def test_counter_and_integrated_power_that_disagree_fail_the_nvml_row(monkeypatch, fake_nvml, clock):
+    fake = fake_nvml([FakeGPU(bus_id="00000000:00:00.0", load_w=400.0)])
+    real_energy = fake.nvmlDeviceGetTotalEnergyConsumption
+    # a counter reading half of what the instant-power samples integrate to
+    monkeypatch.setattr(fake, "nvmlDeviceGetTotalEnergyConsumption", lambda h: real_energy(h) // 2)
+    row = check.nvml_row(gpus.open_gpus_by_bus_id([BUS0]), contextlib.nullcontext, clock=clock, sleep=clock.advance)
+    assert row.result == "FAIL" and "(+" in row.detail
+
+
+def test_nvml_row_without_gpu_telemetry_is_not_available():
+    row = check.nvml_row(gpus.EmptyGPUs("NVML library not found"), contextlib.nullcontext)
+    assert (row.result, row.detail) == ("not available", "NVML library not found")
