@@ -31,6 +31,7 @@ from bench.devices import Machine
 from bench.errors import UserError
 from bench.planning import RunOptions, plan
 from bench.telemetry import gpus as nvml
+from bench.telemetry.idle import idle_power
 from workloads import WORKLOADS
 
 WORKER = [sys.executable, "-m", "bench.worker"]  # + PLAN SPOOL
@@ -174,7 +175,7 @@ class Run:
             if found.reason:
                 self.doc["run"]["idle_power_reason"] = found.reason
                 return {}
-            idle = nvml.idle_power(found.gpus)
+            idle = idle_power(found.gpus)
         except Exception as e:  # telemetry must never cost the run
             self.doc["run"]["idle_power_reason"] = f"{type(e).__name__}: {e}"
             return {}

@@ -22,7 +22,7 @@ mirrored_strategy._is_gpu_device = lambda d: True
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bench import measure  # noqa: E402
+from bench import measure, steps  # noqa: E402
 from bench.cases import Case, DeviceConfig  # noqa: E402
 
 DEV = DeviceConfig("cpu", 2, virtual=True)
@@ -102,7 +102,7 @@ def main():
         "whole_step_under_xla": whole_step_under_xla(),
         "lso": {
             f"{cls.__name__}-{bad}": lso(cls, bad)
-            for cls in (measure.SyncedLossScaleOptimizer, keras.optimizers.LossScaleOptimizer)
+            for cls in (steps.SyncedLossScaleOptimizer, keras.optimizers.LossScaleOptimizer)
             for bad in (0, 1, -1)
         },
     }

@@ -11,6 +11,7 @@ from test_capability import machine
 
 from bench import check, cli, devices, runner
 from bench.telemetry import gpus
+from bench.telemetry.idle import idle_power
 
 A100 = ("NVIDIA A100-SXM4-40GB", (8, 0))
 BUS0 = "00000000:00:00.0"  # the bus id test_capability.machine gives TF GPU 0
@@ -23,8 +24,7 @@ def two_gpu_box(monkeypatch, fake_nvml, clock):
     m = machine(tf_gpus=[A100, A100], nvml_gpus=2)
     monkeypatch.setattr(check, "gpu_load", lambda seconds: contextlib.nullcontext())
     monkeypatch.setattr(check, "nvml_row", _fake_clock_nvml_row(check.nvml_row, clock))
-    real_idle = gpus.idle_power
-    monkeypatch.setattr(gpus, "idle_power", lambda g: real_idle(g, clock=clock, sleep=clock.advance))
+    monkeypatch.setattr(runner, "idle_power", lambda g: idle_power(g, clock=clock, sleep=clock.advance))
     return m
 
 

@@ -10,6 +10,7 @@ from fake_nvml import FakeGPU
 
 from bench.telemetry import HostMonitor, Window, derive, gpus, nvml, open_gpus
 from bench.telemetry.host import Rapl
+from bench.telemetry.idle import idle_power
 
 A = FakeGPU(name="NVIDIA H100 80GB HBM3", uuid="GPU-aaaa1111", bus_id="00000000:3B:00.0", load_w=300.0)
 B = FakeGPU(name="NVIDIA H100 80GB HBM3", uuid="GPU-bbbb2222", bus_id="00000000:1A:00.0", load_w=500.0)
@@ -208,7 +209,7 @@ def test_derived_energy_figures(fake_nvml, clock):
 def test_idle_power_measured_with_fake_clock(fake_nvml, clock):
     fake_nvml([FakeGPU(idle_w=65.0, load_at=1e9)])
     found = gpus.discover()
-    idle = gpus.idle_power(found.gpus, seconds=5.0, clock=clock, sleep=clock.advance)
+    idle = idle_power(found.gpus, seconds=5.0, clock=clock, sleep=clock.advance)
     (i,) = idle.values()
     assert list(idle) == ["GPU-00000000-0000-0000-0000-000000000000"]
     assert i.power_w == pytest.approx(65.0, abs=1e-6) and i.counter_w == pytest.approx(65.0, abs=1e-6)
@@ -227,7 +228,7 @@ def test_idle_power_over_5_s_bounds_the_counter_step_error(fake_nvml, clock, qua
         clock.advance(dt * 1.013)
 
     (g,) = gpus.discover().gpus
-    i = gpus.idle_power([g], seconds=1.0, clock=clock, sleep=oversleep)[g.uuid]
+    i = idle_power([g], seconds=1.0, clock=clock, sleep=oversleep)[g.uuid]
     assert i.seconds == pytest.approx(5.065)
     error = abs(i.counter_w / 65.0 - 1)
     assert 0 < error <= quantum_ms / 1000.0 / 5.0  # the step shows, within one step over 5 s
@@ -238,7 +239,7 @@ def test_idle_power_waits_for_an_idle_pstate(fake_nvml, clock):
     # the GPU still runs at P0 for 3 s after the probe: the settle wait lets it drop to P8 first
     fake_nvml([FakeGPU(idle_w=400.0, load_w=60.0, load_at=clock() + 3.0, pstate_idle=0, pstate_load=8)])
     (g,) = gpus.discover().gpus
-    i = gpus.idle_power([g], seconds=5.0, clock=clock, sleep=clock.advance)[g.uuid]
+    i = idle_power([g], seconds=5.0, clock=clock, sleep=clock.advance)[g.uuid]
     assert 3.0 <= i.settle_s < 4.0 and i.pstate_before == "P8"
     assert i.power_w == pytest.approx(60.0, abs=1e-6)
 
@@ -370,7 +371,7 @@ def test_an_older_binding_degrades_to_reasons_never_attribute_errors(fake_nvml, 
     assert found.reason is None and len(found.gpus) == 1
     (note,) = found.notes
     assert "pip install -U 'nvidia-ml-py>=12.570'" in note
-    idle = gpus.idle_power(found.gpus, seconds=5.0, clock=clock, sleep=clock.advance)
+    idle = idle_power(found.gpus, seconds=5.0, clock=clock, sleep=clock.advance)
     assert idle[found.gpus[0].uuid].power_w is not None
     (g,) = run_window(open_gpus([0], env={}), clock, seconds=2.0).gpus
     assert g.energy_source == "counter" and g.energy_j is not None

@@ -25,12 +25,22 @@ def describe(m: Machine) -> str:
         lines.append(
             f"NVML: {len(m.nvml.gpus)} GPU(s), driver {m.nvml.driver_version}, CUDA driver {m.nvml.cuda_driver_version}"
         )
+    lines += [f"  note: {n}" for n in m.nvml.notes]
     for g in m.nvml.gpus:
         cc = ".".join(map(str, g.compute_capability)) if g.compute_capability else "?"
         mem = f"{g.memory_total_bytes / 2**30:.0f} GiB" if g.memory_total_bytes else "? GiB"
-        lines.append(f"  {g.pci_bus_id}  {g.name}  {g.uuid}  {mem}  cc {cc}")
+        lines.append(f"  {g.pci_bus_id}  {g.name}  {g.uuid}  {mem}  cc {cc}" + ("  MIG on" if g.mig else ""))
         lines.append("    telemetry: " + ", ".join(f"{k} {v}" for k, v in g.capabilities.items()))
-    lines.append(f"TensorFlow GPUs: {m.tf_gpu_count}")
+    lines.append(
+        f"TensorFlow GPUs: {m.tf_gpu_count}"
+        + (
+            f" ({m.tf['ignored_gpus']} more visible to CUDA but ignored by TensorFlow)"
+            if m.tf.get("ignored_gpus")
+            else ""
+        )
+    )
+    for g in m.tf.get("gpus", []):
+        lines.append(f"  GPU:{g['tf_index']}  {g.get('name')}  bus {g.get('pci_bus_id') or '?'}")
     if not m.tf_gpu_count:
         lines.append(f"  why none: {m.no_gpu_reason()}")
     for p in m.tf.get("placement", []):
