@@ -141,6 +141,8 @@ class Machine:
             "cuda_build": self.tf.get("cuda_build"),
             "cudnn_build": self.tf.get("cudnn_build"),
             "tf_gpus": self.tf.get("gpus", []),
+            "tf_ignored_gpus": self.tf.get("ignored_gpus", 0),
+            "cuda_device_order": self.tf.get("cuda_device_order"),
             "no_gpu_reason": self.no_gpu_reason(),
             "rapl": Rapl().reason or "available",
         }

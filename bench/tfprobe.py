@@ -61,6 +61,7 @@ def probe(check: bool) -> dict:
         "cuda_build": info.get("cuda_version"),
         "cudnn_build": info.get("cudnn_version"),
         "onednn_opts": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on)"),
+        "cuda_device_order": os.environ["CUDA_DEVICE_ORDER"],
         "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
         "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
         "gpus": [],

@@ -152,3 +152,40 @@ def test_virtual_gpus_need_nvml_memory_to_be_sized():
 def test_keyword_selection_uses_pytest_expression_semantics():
     p = plan(RunOptions(profile="smoke", keyword="mlp and not infer and bfloat"), machine())
     assert [c.id for c, _ in p] == ["mlp-train-cpu-mixed_bfloat16-b64", "mlp-train-gpu1-mixed_bfloat16-b64"]
+
+
+@pytest.mark.parametrize(
+    "desc, expected",
+    [
+        (
+            "device: 0, name: NVIDIA H100 80GB HBM3, pci bus id: 0000:3b:00.0, compute capability: 9.0",
+            {
+                "cuda_ordinal": 0,
+                "name": "NVIDIA H100 80GB HBM3",
+                "pci_bus_id": "0000:3b:00.0",
+                "compute_capability": [9, 0],
+            },
+        ),
+        (
+            # TF numbers this GPU:0, but CUDA's ordinal is 1: a display GPU at bus 01 was ignored
+            "device: 1, name: NVIDIA RTX A6000, pci bus id: 0000:41:00.0, compute capability: 8.6",
+            {"cuda_ordinal": 1, "name": "NVIDIA RTX A6000", "pci_bus_id": "0000:41:00.0", "compute_capability": [8, 6]},
+        ),
+        ("", {"cuda_ordinal": None, "name": None, "pci_bus_id": None, "compute_capability": None}),
+    ],
+)
+def test_tensorflow_gpu_descriptions_give_bus_ids_and_cuda_ordinals(desc, expected):
+    from bench.tfprobe import parse_gpu_desc
+
+    assert parse_gpu_desc(desc) == expected
+
+
+def test_a_gpu_tensorflow_ignores_is_never_picked():
+    # CUDA sees a display GPU (ordinal 0) that TensorFlow ignores; TF's GPU:0 is CUDA ordinal 1
+    m = machine(tf_gpus=[("NVIDIA RTX A6000", (8, 6))], nvml_gpus=2)
+    m.tf["gpus"][0].update(cuda_ordinal=1, pci_bus_id="0000:01:00.0")
+    assert m.gpu_plan("gpu", 1, False) == {
+        "cuda_ordinals": [1],
+        "pci_bus_ids": ["0000:01:00.0"],
+        "memory_total_bytes": 40 * 2**30,
+    }

@@ -187,11 +187,14 @@ def test_devices_command_answers_is_tensorflow_using_my_gpu():
     assert "CPU: " in r.stdout and "TensorFlow GPUs: 0" in r.stdout and "why none: " in r.stdout
     assert "tiny matmul on /CPU:0: ran on /job:localhost/replica:0/task:0/device:CPU:0 -> ok" in r.stdout
     assert "Precision support:" in r.stdout and "CPU energy (RAPL): " in r.stdout
+    # a user's CUDA_DEVICE_ORDER must not make the probe describe other GPUs than the workers use
+    env = dict(os.environ, CUDA_DEVICE_ORDER="FASTEST_FIRST")
     j = subprocess.run(
-        [sys.executable, "-m", "bench", "devices", "--json"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "bench", "devices", "--json"], capture_output=True, text=True, timeout=300, env=env
     )
     info = json.loads(j.stdout)
     assert info["cpu"]["logical_cores"] >= 1 and info["placement"][0]["ok"] is True
+    assert info["cuda_device_order"] == "PCI_BUS_ID"
 
 
 def test_ctrl_c_keeps_finished_cases_and_marks_the_run_interrupted(tmp_path):
