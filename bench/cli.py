@@ -150,6 +150,7 @@ def cmd_run(a: argparse.Namespace) -> int:
                     ("modes", "--modes"),
                     ("batch_size", "--batch-size"),
                     ("keyword", "-k"),
+                    ("stall_timeout", "--stall-timeout"),
                 )
                 if getattr(a, k)
             ]

@@ -48,6 +48,11 @@ def results(tmp_path):
             ["run", "--resume", "r1", "--profile", "smoke"],
             "--resume reruns the stored options of that run; drop --profile",
         ),
+        (
+            ["run", "--resume", "r1", "--stall-timeout", "60"],
+            "--resume reruns the stored options of that run; drop --stall-timeout",
+        ),
+        (["run", "--stall-timeout", "0"], "--stall-timeout must be a positive number of seconds; got 0.0"),
         (["export", "RESULTS/truncated.json"], "not valid JSON"),
         (["export", "RESULTS/foreign.json"], "not an accelbench results file"),
         (["export", "RESULTS/r1.json", "--format", "xlsx"], "--format must be csv"),
