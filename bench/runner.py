@@ -228,7 +228,8 @@ class Run:
                 status="timeout",
                 reason=(
                     f"no progress for {self.opts.stall_s:.0f} s (last: {end.phase or 'starting'}); worker killed "
-                    f"(a hung collective such as NCCL, or a stuck driver?); log {log}: {tail}"
+                    f"(a hung collective such as NCCL, or a stuck driver?{NCCL_HINT if _multi_gpu(case) else ''}); "
+                    f"log {log}: {tail}"
                 ),
             )
             return info
@@ -300,6 +301,13 @@ class Run:
                 bar.set_postfix_str(f"{cid}: {rec['extra_info']['status']}", refresh=False)
                 bar.update(1)
         return offset + len(data) - len(rest)
+
+
+NCCL_HINT = " On PCIe workstations NCCL all-reduce can hang with ACS/IOMMU on; try NCCL_P2P_DISABLE=1"
+
+
+def _multi_gpu(case: Case) -> bool:
+    return case.device_kind == "gpu" and case.device_count > 1 and not case.virtual
 
 
 @dataclass
