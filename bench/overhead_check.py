@@ -10,7 +10,13 @@ one): a bare ``tf.function`` loop (one sync at the end), the harness (pytest-ben
 rounds of K steps, one sync per round) with the sampler thread on, and with it off. Costs are
 medians over repetitions of the paired ratios. The sampler's own CPU time (thread time) is
 printed too: it is a floor of its cost that run-to-run noise cannot hide.
-``ACCELBENCH_OVERHEAD_REPS`` (default 5) and ``ACCELBENCH_OVERHEAD_PROFILE`` (default standard).
+
+Because a shared machine drifts by several percent between 20 s measurements, the sampler is
+also measured round against round: single rounds alternate sampler on and off in ABBA order
+(which cancels a linear drift), at the CPU-case rate (1 Hz) and at the GPU rate (10 Hz, what CPU
+cases used before), and the cost is the median of the per-pair ratios.
+``ACCELBENCH_OVERHEAD_REPS`` (default 3), ``ACCELBENCH_OVERHEAD_PAIRS`` (default 12) and
+``ACCELBENCH_OVERHEAD_PROFILE`` (default standard).
 """
 
 from __future__ import annotations
@@ -22,10 +28,12 @@ import time
 
 import pytest
 
-REPS = int(os.environ.get("ACCELBENCH_OVERHEAD_REPS", "5"))
+REPS = int(os.environ.get("ACCELBENCH_OVERHEAD_REPS", "3"))
+PAIRS = int(os.environ.get("ACCELBENCH_OVERHEAD_PAIRS", "12"))
 PROFILE = os.environ.get("ACCELBENCH_OVERHEAD_PROFILE", "standard")
 ORDERS = (("bare", "on", "off"), ("off", "on", "bare"), ("on", "bare", "off"))
 RESULTS: dict[int, dict] = {}
+PAIRED: dict[str, dict] = {}
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +61,8 @@ def built():
     done = [r for r in RESULTS.values() if {"bare", "on", "off"} <= set(r)]
     if done:
         print("\n" + json.dumps(summary(done, k, rounds), indent=1))
+    if PAIRED:
+        print("\n" + json.dumps({"sampler_cost_pct_round_against_round": PAIRED}, indent=1))
 
 
 def summary(results: list[dict], k: int, rounds: int) -> dict:
@@ -94,3 +104,33 @@ def test_overhead(benchmark, built, rep, way):
     out[way] = case.global_batch * k / statistics.median(benchmark.stats.stats.data)
     if way == "on":
         out["sampler_cpu_s"], out["window_s"] = m.sampler_cpu_s, m.duration_s
+
+
+@pytest.mark.parametrize("rate_hz", [1, 10])
+def test_sampler_round_against_round(built, rate_hz):
+    """Rounds alternating sampler on/off (ABBA); the cost is the median of the pair ratios."""
+    from bench.telemetry import EmptyGPUs, HostMonitor, Window
+
+    measure, b, case, k, _ = built
+    times: dict[bool, list[float]] = {True: [], False: []}
+    cpu = 0.0
+    for i in range(2 * PAIRS):
+        sampled = (i % 4) in (0, 3)  # on, off, off, on, ...
+        window = Window(EmptyGPUs("overhead check"), HostMonitor(), threaded=sampled)
+        window.interval_s = 1.0 / rate_hz
+        window.begin()
+        measure.sync()
+        t0 = time.perf_counter()
+        for _ in range(k):
+            b.step()
+        measure.sync()
+        times[sampled].append(time.perf_counter() - t0)
+        cpu += window.end().sampler_cpu_s or 0.0
+    ratios = [off / on for on, off in zip(times[True], times[False])]  # throughput on / off
+    PAIRED[f"{rate_hz} Hz"] = {
+        "pairs": PAIRS,
+        "round_s_median": statistics.median(times[True] + times[False]),
+        "cost_pct_median": 100 * (1 - statistics.median(ratios)),
+        "cost_pct_iqr": [100 * (1 - q) for q in reversed(statistics.quantiles(ratios, n=4)[::2])],
+        "sampler_cpu_pct": 100 * cpu / sum(times[True]),
+    }
