@@ -26,7 +26,7 @@ from typing import Any
 from bench import planning, runner, storage
 from bench.cases import PRECISIONS, Case
 from bench.devices import Machine
-from bench.telemetry import Window, energy_check
+from bench.telemetry import HostMonitor, Window, energy_check
 from bench.telemetry.gpus import EmptyGPUs, NvidiaGPUs, open_gpus_by_bus_id
 
 BATCH = 64  # the smoke MLP's batch
@@ -118,7 +118,7 @@ def nvml_row(
         return Row(name, "not available", source.reason)
     try:
         with load():
-            w = Window(source, _NoHost(), clock=clock, threaded=False)
+            w = Window(source, HostMonitor(), clock=clock, threaded=False)
             w.begin()
             for _ in range(round(seconds / 0.1)):  # 10 Hz, NVML's update rate
                 sleep(0.1)
@@ -128,20 +128,6 @@ def nvml_row(
         return Row(name, "FAIL", f"{type(e).__name__}: {e}")
     a = energy_check.agreement(m.gpus)
     return Row(name, "pass" if a.ok(AGREEMENT) else "FAIL", a.describe())
-
-
-class _NoHost:
-    """The NVML check measures GPUs only."""
-
-    def begin(self, t: float) -> None:
-        """Nothing to open."""
-
-    def sample(self, t: float) -> None:
-        """Nothing to sample."""
-
-    def end(self, t: float) -> Any:
-        """No host reading."""
-        return None
 
 
 def check(machine: Machine, results_dir: Path, progress: Callable[..., Any] | None = None) -> list[Row]:

@@ -109,7 +109,7 @@ def main() -> int:
     src = gpus.open_gpus_by_bus_id([g0.pci_bus_id])
     with load(a.seconds + 10):
         out["counter_steps_under_load"] = counter_steps(src.handles[0]) if isinstance(src, gpus.NvidiaGPUs) else None
-        w = check.Window(src, check._NoHost(), threaded=False)  # as `accelbench devices --check` samples
+        w = check.Window(src, check.HostMonitor(), threaded=False)  # as `accelbench devices --check` samples
         w.begin()
         for _ in range(round(a.seconds / 0.1)):
             time.sleep(0.1)

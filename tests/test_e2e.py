@@ -228,3 +228,36 @@ def test_both_cpu_capability_branches_with_faked_cpu_flags(tmp_path, flags, bf16
         assert "no avx512_bf16 or amx_bf16 in the CPU flags" in recs["mlp-train-cpu-mixed_bfloat16-b64"]["reason"]
     else:
         assert recs["mlp-train-cpu-mixed_bfloat16-b64"]["math_mode"] == "bf16 compute, float32 variables"
+
+
+def test_a_worker_that_cannot_set_up_records_every_case_with_the_reason(tmp_path):
+    # a virtual GPU split without NVML's memory total cannot be sized: the worker's setup fails,
+    # and each of its cases is recorded as an error with that reason (none is lost or retried)
+    from bench.cases import Case
+    from bench.profiles import PROFILES
+
+    cases = [Case("mlp", m, "gpu", 2, True, "fp32", False, 64) for m in ("train", "infer")]
+    plan = {
+        "run_id": "r",
+        "profile": "smoke",
+        "device": {"kind": "gpu", "count": 2, "virtual": True},
+        "gpu": {"cuda_ordinals": [0], "pci_bus_ids": [], "memory_total_bytes": None},
+        "timing": PROFILES["smoke"].to_dict(),
+        "cases": [{"case_id": c.id, **c.to_dict()} for c in cases],
+    }
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    spool = tmp_path / "spool.jsonl"
+    r = subprocess.run(
+        [sys.executable, "-m", "bench.worker", str(tmp_path / "plan.json"), str(spool)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 1  # pytest: tests failed
+    lines = [json.loads(x) for x in spool.read_text().splitlines()]
+    assert lines[0]["heartbeat"]["phase"] == "starting TensorFlow"
+    recs = [x["extra_info"] for x in lines if "extra_info" in x]
+    assert [e["case_id"] for e in recs] == [c.id for c in cases]
+    for e in recs:
+        assert e["status"] == "error"
+        assert e["reason"].startswith("worker setup failed: ValueError: cannot size virtual GPUs")
