@@ -26,7 +26,7 @@ from typing import Any
 from bench import planning, runner, storage
 from bench.cases import PRECISIONS, Case
 from bench.devices import Machine
-from bench.telemetry import HostMonitor, Window, energy_check
+from bench.telemetry import HostMonitor, Measurement, Window, energy_check
 from bench.telemetry.gpus import EmptyGPUs, NvidiaGPUs, open_gpus_by_bus_id
 
 BATCH = 64  # the smoke MLP's batch
@@ -105,6 +105,21 @@ def gpu_load(seconds: float) -> Iterator[None]:
             proc.wait()
 
 
+def sampled_window(
+    source: NvidiaGPUs,
+    seconds: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Measurement:
+    """One window of ``seconds`` over ``source``, sampled at 10 Hz (NVML's update rate) from here."""
+    w = Window(source, HostMonitor(), clock=clock, threaded=False)
+    w.begin()
+    for _ in range(round(seconds / 0.1)):
+        sleep(0.1)
+        w.sample_now()
+    return w.end()
+
+
 def nvml_row(
     source: NvidiaGPUs | EmptyGPUs,
     load: Callable[[], contextlib.AbstractContextManager[Any]],
@@ -118,12 +133,7 @@ def nvml_row(
         return Row(name, "not available", source.reason)
     try:
         with load():
-            w = Window(source, HostMonitor(), clock=clock, threaded=False)
-            w.begin()
-            for _ in range(round(seconds / 0.1)):  # 10 Hz, NVML's update rate
-                sleep(0.1)
-                w.sample_now()
-            m = w.end()
+            m = sampled_window(source, seconds, clock, sleep)
     except Exception as e:  # the load failed to start: the path is broken
         return Row(name, "FAIL", f"{type(e).__name__}: {e}")
     a = energy_check.agreement(m.gpus)

@@ -109,12 +109,7 @@ def main() -> int:
     src = gpus.open_gpus_by_bus_id([g0.pci_bus_id])
     with load(a.seconds + 10):
         out["counter_steps_under_load"] = counter_steps(src.handles[0]) if isinstance(src, gpus.NvidiaGPUs) else None
-        w = check.Window(src, check.HostMonitor(), threaded=False)  # as `accelbench devices --check` samples
-        w.begin()
-        for _ in range(round(a.seconds / 0.1)):
-            time.sleep(0.1)
-            w.sample_now()
-        m = w.end()
+        m = check.sampled_window(src, a.seconds)  # as `accelbench devices --check` samples
     reading = m.gpus[0].to_dict() if m.gpus else None
     agree = energy_check.agreement(m.gpus)
     out["window"] = reading
