@@ -78,6 +78,9 @@ def parser() -> argparse.ArgumentParser:
         help="kill a worker that reports no progress for S seconds; its case is recorded as timeout "
         "(default: the profile's compile allowance + 3 x case budget)",
     )
+    r.add_argument(
+        "--shard", default="", metavar="I/N", help="run only shard I of N of the plan (merge with accelbench merge)"
+    )
     r.add_argument("--no-report", action="store_true", help="do not write the HTML/Markdown report")
     r.add_argument("--reports-dir", default="reports", help="folder of reports (default reports/)")
 
@@ -107,6 +110,9 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="exit 1 if any case regressed by more than PCT percent",
     )
+    from bench.history.commands import add_parsers
+
+    add_parsers(sub, _positive_int)
     return p
 
 
@@ -138,6 +144,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         sampler_interval_s=a.sampler_interval,
         sampler=not a.no_sampler,
         stall_timeout_s=a.stall_timeout,
+        shard=a.shard,
     )
     if a.resume:
         from bench.runner import results_path
@@ -151,6 +158,7 @@ def cmd_run(a: argparse.Namespace) -> int:
                     ("batch_size", "--batch-size"),
                     ("keyword", "-k"),
                     ("stall_timeout", "--stall-timeout"),
+                    ("shard", "--shard"),
                 )
                 if getattr(a, k)
             ]
@@ -263,7 +271,22 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "devices": cmd_devices, "export": cmd_export, "report": cmd_report}
+def cmd_history(a: argparse.Namespace) -> int:
+    """``accelbench history ...``, ``site build``, ``merge``."""
+    from bench.history.commands import dispatch
+
+    return dispatch(a)
+
+
+COMMANDS = {
+    "run": cmd_run,
+    "devices": cmd_devices,
+    "export": cmd_export,
+    "report": cmd_report,
+    "history": cmd_history,
+    "site": cmd_history,
+    "merge": cmd_history,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -39,6 +39,7 @@ class RunOptions:
     sampler_interval_s: float = 0.1
     sampler: bool = True
     stall_timeout_s: float | None = None
+    shard: str = ""  # "i/n": this runner's share of the plan (accelbench merge joins the shards)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -59,6 +60,8 @@ class RunOptions:
             raise UserError(f"--virtual-devices must be 0 (off) or >= 2; got {self.virtual_devices}")
         if self.stall_timeout_s is not None and self.stall_timeout_s <= 0:
             raise UserError(f"--stall-timeout must be a positive number of seconds; got {self.stall_timeout_s}")
+        if self.shard:
+            parse_shard(self.shard)
         if self.sampler_interval_s < 0.1:
             raise UserError(f"--sampler-interval must be >= 0.1 s (<= 10 Hz); got {self.sampler_interval_s}")
 
@@ -142,6 +145,17 @@ def support(case: Case, machine: Machine) -> Support:
     return capability.gpu_precision(case.precision, machine.gpu_compute_capability(n), machine.gpu_name())
 
 
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"2/4"`` -> (2, 4); UserError unless 1 <= i <= n."""
+    try:
+        i, n = (int(t) for t in text.split("/"))
+    except ValueError:
+        raise UserError(f"--shard takes i/n (e.g. 1/4); got {text!r}") from None
+    if not 1 <= i <= n:
+        raise UserError(f"--shard i/n needs 1 <= i <= n; got {text!r}")
+    return i, n
+
+
 def keyword_match(expr: str, case_id: str) -> bool:
     """Pytest's ``-k`` semantics over the case id (case-insensitive substrings, and/or/not)."""
     if not expr:
@@ -172,4 +186,11 @@ def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
     out = [(c, support(c, machine)) for c in cases if keyword_match(opts.keyword, c.id)]
     if not out:
         raise UserError(f"-k {opts.keyword!r} selects none of the {len(cases)} cases")
+    if opts.shard:
+        # round-robin over the plan: identical testbeds plan identically, so the shards are disjoint
+        # and together cover the plan; neighbouring cases (similar cost) land on different runners
+        i, n = parse_shard(opts.shard)
+        out = [cs for k, cs in enumerate(out) if k % n == i - 1]
+        if not out:
+            raise UserError(f"--shard {opts.shard}: this shard has no cases (the plan has fewer than {i})")
     return out

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -65,6 +65,32 @@ def commit_info() -> dict:
     from pytest_benchmark.utils import get_commit_info
 
     return get_commit_info()
+
+
+def ci_context(environ: Mapping[str, str] | None = None) -> dict:
+    """Which testbed and runner ran this, from the environment (nightly CI sets these), so nothing downstream guesses.
+
+    ACCELBENCH_TESTBED (the history key), RUNNER_NAME (GitHub's runner; a sick node in a pool shows
+    as a shift confined to its cases), ACCELBENCH_IMAGE_DIGEST (the container image), GITHUB_* (the
+    workflow run and the commit it checked out).
+    """
+    env = os.environ if environ is None else environ
+    out: dict = {}
+    if env.get("ACCELBENCH_TESTBED"):
+        out["testbed"] = env["ACCELBENCH_TESTBED"]
+    if env.get("RUNNER_NAME"):
+        out["runner_name"] = env["RUNNER_NAME"]
+    if env.get("ACCELBENCH_IMAGE_DIGEST"):
+        out["image_digest"] = env["ACCELBENCH_IMAGE_DIGEST"]
+    if env.get("GITHUB_RUN_ID"):
+        server, repo = env.get("GITHUB_SERVER_URL", "https://github.com"), env.get("GITHUB_REPOSITORY", "")
+        out["ci"] = {
+            "run_id": env["GITHUB_RUN_ID"],
+            "sha": env.get("GITHUB_SHA"),
+            "ref": env.get("GITHUB_REF"),
+            "run_url": f"{server}/{repo}/actions/runs/{env['GITHUB_RUN_ID']}" if repo else None,
+        }
+    return out
 
 
 def _now() -> str:
@@ -119,6 +145,8 @@ class Run:
                     "status": "running",
                     "options": opts.to_dict(),
                     "planned": [],
+                    "shard": opts.shard or None,
+                    **ci_context(),
                 },
                 machine_info=machine_info(machine),
                 commit_info=commit_info(),

@@ -1,0 +1,193 @@
+"""A night's results files -> one summary line (the unit of history), and testbed fingerprints.
+
+One value per case per night: the run's median throughput with its CI, the per-round throughput
+samples rounded to 4 significant digits (so the site can bootstrap speed-ups with CIs), CV,
+status and reason, energy per sample. Shards of one testbed-night (same commit, same fingerprint,
+disjoint cases) merge into one line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime, timezone
+
+from bench import storage
+from bench.errors import UserError
+
+TESTBED_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+FAILED = ("numerics", "oom", "timeout", "error")  # a case that ran and broke (unsupported is not a failure)
+CASE_FIELDS = (
+    "workload",
+    "mode",
+    "device_kind",
+    "device_count",
+    "virtual",
+    "precision",
+    "xla",
+    "per_replica_batch",
+    "global_batch",
+)
+
+
+class HistoryError(UserError):
+    """Bad input to the history: one line, exit 2, nothing written."""
+
+
+def fingerprint(doc: dict) -> dict:
+    """What makes two nights comparable: GPU models and count, driver, CUDA/cuDNN, TF, CPU, image."""
+    ab = doc.get("machine_info", {}).get("accelbench", {})
+    gpus = sorted(str(g.get("name", "?")) for g in ab.get("gpus", []))
+    return {
+        "gpus": gpus,
+        "gpu_count": len(gpus),
+        "driver": ab.get("driver_version"),
+        "cuda": ab.get("cuda_build"),
+        "cudnn": ab.get("cudnn_build"),
+        "tensorflow": ab.get("tensorflow"),
+        "cpu": ab.get("cpu", {}).get("model"),
+        "image_digest": doc.get("run", {}).get("image_digest"),
+    }
+
+
+def fingerprint_hash(fp: dict) -> str:
+    """Short stable hash of a fingerprint (canonical JSON)."""
+    return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def describe_fingerprint(fp: dict) -> str:
+    """One line: ``2x NVIDIA H100, driver 550, CUDA 12.3, TF 2.18, Intel Xeon``."""
+    names: dict[str, int] = {}
+    for g in fp.get("gpus", []):
+        names[g] = names.get(g, 0) + 1
+    gpus = ", ".join(f"{n}x {k}" for k, n in names.items()) or "no GPU"
+    parts = [gpus]
+    for key, label in (("driver", "driver"), ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("tensorflow", "TF")):
+        if fp.get(key):
+            parts.append(f"{label} {fp[key]}")
+    parts.append(str(fp.get("cpu") or "?"))
+    if fp.get("image_digest"):
+        parts.append(f"image {str(fp['image_digest'])[:19]}")
+    return ", ".join(parts)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "unknown"
+
+
+def resolve_testbed(doc: dict, given: str | None = None) -> str:
+    """``--testbed``, else the run's recorded testbed (ACCELBENCH_TESTBED), else derived from the machine."""
+    name = given or doc.get("run", {}).get("testbed")
+    if not name:
+        fp = fingerprint(doc)
+        name = f"{_slug(fp['gpus'][0])}x{fp['gpu_count']}" if fp["gpus"] else f"cpu-{_slug(str(fp['cpu']))}"
+    if not TESTBED_RE.match(name):
+        raise HistoryError(f"testbed name must be letters, digits, '.', '_' or '-' (at most 64); got {name!r}")
+    return name
+
+
+def _r4(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+def _case_line(rec: dict) -> dict:
+    e = rec["extra_info"]
+    out: dict = {k: e.get(k) for k in CASE_FIELDS}
+    out["status"] = e.get("status")
+    if e.get("status") != "ok" or e.get("samples_per_s") is None:
+        out["reason"] = str(e.get("reason") or "")[:300]
+        return out
+    samples = storage.throughput_samples(rec)
+    out.update(
+        metric="samples_per_s",
+        unit="samples/s",
+        direction="higher",
+        value=e.get("samples_per_s"),
+        ci_low=e.get("samples_per_s_ci_low"),
+        ci_high=e.get("samples_per_s_ci_high"),
+        n=len(samples),
+        cv=e.get("step_time_cv"),
+        samples=[_r4(s) for s in samples],
+        energy_j_per_sample=e.get("energy_j_per_sample"),
+        samples_per_joule=e.get("samples_per_joule"),
+        compile_s=e.get("compile_s"),
+        device_peak_mem_bytes=e.get("device_peak_mem_bytes"),
+        throttle=e.get("throttle_reasons") or None,
+        temp_max_c=e.get("temp_max_c"),
+        sm_clock_mhz=e.get("sm_clock_mhz_median"),
+    )
+    return out
+
+
+def _night_date(doc: dict, path: str) -> str:
+    start = doc.get("run", {}).get("start") or doc.get("datetime")
+    try:
+        dt = datetime.fromisoformat(str(start))
+    except ValueError:
+        raise HistoryError(f"{path}: run start {start!r} is not an ISO date") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).isoformat(timespec="seconds")
+
+
+def summarise(docs: list[tuple[str, dict]], testbed: str, report: str | None = None) -> dict:
+    """One night of one testbed from its results files (shards merge); HistoryError if they disagree."""
+    if not docs:
+        raise HistoryError("no results files for this night")
+    first_path, first = docs[0]
+    fp = fingerprint(first)
+    commit = _commit(first)
+    cases: dict[str, dict] = {}
+    runners: list[str] = []
+    statuses = []
+    for path, doc in docs:
+        if fingerprint(doc) != fp:
+            raise HistoryError(
+                f"{path}: another machine than {first_path} ({describe_fingerprint(fingerprint(doc))} vs "
+                f"{describe_fingerprint(fp)}); shards of one night must share the testbed fingerprint"
+            )
+        if _commit(doc) != commit:
+            raise HistoryError(f"{path}: commit {_commit(doc)} differs from {first_path}'s {commit}")
+        for rec in storage.records(doc):
+            cid = storage.case_id_of(rec)
+            if cid in cases:
+                raise HistoryError(f"{path}: case {cid} is in two results files of the same night")
+            cases[cid] = _case_line(rec)
+        run = doc.get("run", {})
+        if run.get("runner_name") and run["runner_name"] not in runners:
+            runners.append(str(run["runner_name"]))
+        statuses.append(run.get("status"))
+    dates = sorted(_night_date(d, p) for p, d in docs)
+    run_ids = sorted(str(d["run"]["id"]) for _, d in docs)
+    ok = [c for c in cases.values() if c["status"] == "ok"]
+    temps = [c["temp_max_c"] for c in ok if c.get("temp_max_c") is not None]
+    ci = first.get("run", {}).get("ci") or {}
+    return {
+        "night_id": run_ids[0],
+        "run_ids": run_ids,
+        "date_utc": dates[0],
+        "testbed": testbed,
+        "commit": commit,
+        "branch": (first.get("commit_info") or {}).get("branch"),
+        "workflow_run_url": ci.get("run_url"),
+        "runner_names": runners,
+        "profile": first.get("run", {}).get("profile"),
+        "status": "complete" if all(s == "complete" for s in statuses) else "incomplete",
+        "fingerprint": fp,
+        "fingerprint_hash": fingerprint_hash(fp),
+        "health": {
+            "throttle_seen": any(c.get("throttle") for c in ok),
+            "max_temp_c": max(temps) if temps else None,
+            "failed_cases": sum(1 for c in cases.values() if c["status"] in FAILED),
+            "unsupported_cases": sum(1 for c in cases.values() if c["status"] == "unsupported"),
+            "measured_cases": len(ok),
+        },
+        "report": report,
+        "cases": cases,
+    }
+
+
+def _commit(doc: dict) -> str | None:
+    ci = doc.get("run", {}).get("ci") or {}
+    return ci.get("sha") or (doc.get("commit_info") or {}).get("id")

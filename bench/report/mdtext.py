@@ -1,0 +1,20 @@
+"""Text from results files made safe for Markdown (GitHub job summaries, PR comments, report.md).
+
+CPU and GPU names, host names, case ids and reasons are untrusted: in GitHub-flavoured Markdown raw
+HTML passes through, ``|`` breaks a table and ``[x](javascript:...)`` makes a link. Every character
+that could start inline markup there is escaped, < > & become entities; newlines become spaces so a value stays in its table cell.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SPECIAL = re.compile(r"([\\`*_\[\]|~])")  # emphasis, code, links/images, table cells, strike
+
+
+def md(text: object) -> str:
+    """Escape a value for use in Markdown text or a table cell."""
+    s = "" if text is None else str(text)
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = _SPECIAL.sub(r"\\\1", s)
+    return re.sub(r"[\r\n\t]+", " ", s)
