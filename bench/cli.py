@@ -83,6 +83,9 @@ def parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--no-report", action="store_true", help="do not write the HTML/Markdown report")
     r.add_argument("--reports-dir", default="reports", help="folder of reports (default reports/)")
+    r.add_argument(
+        "--prices", metavar="TOML", help="prices (device-hour, kWh): the report shows cost per million samples"
+    )
 
     d = sub.add_parser("devices", help="what was found, where TensorFlow computes, what each precision needs")
     d.add_argument("--json", action="store_true", help="machine-readable output")
@@ -103,6 +106,7 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("files", nargs="+", help="results JSON files (several appear side by side)")
     rep.add_argument("--baseline", help="results JSON to compare against")
     rep.add_argument("--out", help="output folder (default reports/<run-id>/)")
+    rep.add_argument("--prices", metavar="TOML", help="prices (device-hour, kWh): cost per million samples")
     rep.add_argument(
         "--fail-on-regression",
         type=float,
@@ -121,6 +125,15 @@ def _progress(total: int):
     from tqdm import tqdm
 
     return tqdm(total=total, desc="cases", unit="case", file=sys.stderr, dynamic_ncols=True)
+
+
+def _prices(path: str | None):
+    """The prices file, or None."""
+    if not path:
+        return None
+    from bench.report import cost
+
+    return cost.load(path)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -146,6 +159,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         stall_timeout_s=a.stall_timeout,
         shard=a.shard,
     )
+    prices = _prices(a.prices)  # a bad prices file fails before anything runs
     if a.resume:
         from bench.runner import results_path
 
@@ -185,7 +199,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     if not a.no_report:
         from bench.report.render import render
 
-        out = render([doc], out_dir=Path(a.reports_dir) / run.run_id)
+        out = render([doc], out_dir=Path(a.reports_dir) / run.run_id, prices=prices)
         print(f"report: {out / 'index.html'}")
     return 0
 
@@ -251,11 +265,12 @@ def cmd_report(a: argparse.Namespace) -> int:
 
     if a.fail_on_regression is not None and a.fail_on_regression <= 0:
         raise UserError(f"--fail-on-regression takes a positive percentage; got {a.fail_on_regression}")
+    prices = _prices(a.prices)
     docs = [storage.load(f) for f in a.files]
     base = storage.load(a.baseline) if a.baseline else None
     threshold = (a.fail_on_regression or 5.0) / 100.0
     out_dir = Path(a.out) if a.out else Path("reports") / docs[0]["run"]["id"]
-    out = render(docs, out_dir=out_dir, baseline=base, threshold=threshold)
+    out = render(docs, out_dir=out_dir, baseline=base, threshold=threshold, prices=prices)
     for d in docs:
         print(console.table(analysis.load_run(d)))
     print(f"\nreport: {out / 'index.html'}")

@@ -189,3 +189,11 @@ def test_a_gpu_tensorflow_ignores_is_never_picked():
         "pci_bus_ids": ["0000:01:00.0"],
         "memory_total_bytes": 40 * 2**30,
     }
+
+
+def test_shards_are_disjoint_and_cover_the_plan():
+    opts = dict(profile="smoke", workloads=("mlp", "cnn"), virtual_devices=2)
+    whole = [c.id for c, _ in plan(RunOptions(**opts), machine())]
+    parts = [[c.id for c, _ in plan(RunOptions(**opts, shard=f"{i}/3"), machine())] for i in (1, 2, 3)]
+    assert sorted(sum(parts, [])) == sorted(whole) and all(parts)
+    assert not set(parts[0]) & set(parts[1]) and not set(parts[1]) & set(parts[2])

@@ -59,6 +59,15 @@ def results(tmp_path):
         (["report", "RESULTS/missing.json"], "no such results file"),
         (["report", "RESULTS/r1.json", "--baseline", "RESULTS/foreign.json"], "not an accelbench results file"),
         (["frobnicate"], "invalid choice"),
+        (["run", "--shard", "3/2"], "--shard i/n needs 1 <= i <= n; got '3/2'"),
+        (["run", "--shard", "half"], "--shard takes i/n (e.g. 1/4); got 'half'"),
+        (["run", "--resume", "r1", "--shard", "1/2"], "drop --shard"),
+        (["merge", "RESULTS/r1.json", "-o", "RESULTS/r1.json"], "exists; merge writes a new file"),
+        (["merge", "RESULTS/r1.json", "RESULTS/r1.json", "-o", "RESULTS/m.json"], "shards must not overlap"),
+        (["report", "RESULTS/r1.json", "--prices", "RESULTS/truncated.json"], "not a TOML prices file"),
+        (["history", "check", "--store", "RESULTS/nowhere"], "no such history store"),
+        (["history", "add", "RESULTS/foreign.json", "--store", "RESULTS/h"], "not an accelbench results file"),
+        (["site", "build", "--store", "RESULTS/nowhere", "--out", "RESULTS/site"], "no such history store"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(results, args, expected):

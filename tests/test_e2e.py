@@ -15,48 +15,10 @@ from bench.planning import RunOptions
 
 pytestmark = pytest.mark.slow
 
-ARGS = [
-    "run",
-    "--profile",
-    "smoke",
-    "--workloads",
-    "mlp",
-    "--precisions",
-    "fp32,mixed_bfloat16",
-    "--virtual-devices",
-    "2",
-    "--xla",
-    "both",
-    "-k",
-    "not (xla and bfloat16)",
-]
 # what this machine's CPU can run, by the same rules the planner uses (the CPU model differs
 # from machine to machine: bf16 units or not)
 CPU_BF16 = capability.cpu_precision("mixed_bfloat16", devices.cpu_info().flags).supported
 PRECISIONS = ("fp32", "mixed_bfloat16") if CPU_BF16 else ("fp32",)
-
-
-@pytest.fixture(scope="module")
-def smoke(tmp_path_factory):
-    d = tmp_path_factory.mktemp("e2e")
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            *ARGS,
-            "--results-dir",
-            str(d / "results"),
-            "--reports-dir",
-            str(d / "reports"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    (path,) = (d / "results").glob("*.json")
-    return d, path, r
 
 
 def test_smoke_run_measures_cpu_and_virtual_cases(smoke):

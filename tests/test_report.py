@@ -2,16 +2,16 @@
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import browser
 import pytest
 from conftest import DATA
 
 from bench import storage
-from bench.report import analysis
+from bench.report import analysis, console
 from bench.report.render import html_report, markdown_report, regressions, render
 
 GPU8 = DATA / "gpu8.json"
@@ -86,7 +86,9 @@ def test_failed_cases_are_listed_with_reasons_and_never_plotted(gpu8_html):
 def test_missing_telemetry_reads_not_measured_never_zero():
     doc = storage.load(GPU8)
     html = html_report([doc])
-    row = re.search(r"<tr><td>cnn-train-cpu-fp32-b256</td><td colspan=\"6\">(.*?)</td></tr>", html).group(1)
+    row = re.search(r"<tr><td>cnn-train-cpu-fp32-b256</td><td class=\"na\" colspan=\"6\">(.*?)</td></tr>", html).group(
+        1
+    )
     assert "not measured (unavailable: CPU case" in row
 
 
@@ -99,7 +101,8 @@ def test_hostile_strings_are_escaped():
         and "onerror=alert" not in html.replace("onerror=alert(1)&gt;", "")
     )
     assert "&lt;script&gt;alert(&quot;gpu&quot;)&lt;/script&gt;" in html
-    assert "<script>" in md or "&lt;script" in md  # Markdown is text for CI summaries, not HTML
+    # GitHub renders raw HTML in Markdown (job summaries, PR comments): it must arrive as text
+    assert "<script" not in md.lower() and "<img" not in md.lower() and "&lt;script&gt;" in md
     assert "<script" not in html.lower()
 
 
@@ -181,44 +184,17 @@ def test_render_writes_into_the_folder(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["index.html", "report.md"]
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-INTERNAL = ("google.com", "googleapis.com", "gstatic.com", "gvt1.com")  # Chromium's own services
-
-
 @pytest.mark.browser
 @pytest.mark.skipif(
-    CHROMIUM is None, reason="no headless Chromium here (Debian package 'chromium'; .ci/run installs it)"
+    browser.CHROMIUM is None, reason="no headless Chromium here (Debian package 'chromium'; .ci/run installs it)"
 )
 def test_report_renders_in_headless_chromium_offline(tmp_path):
     out = render([storage.load(GPU8)], tmp_path / "report")
-    page = (out / "index.html").as_uri()
-    flags = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'profile'}",
-    ]
-    net = tmp_path / "net.json"
-    dom = subprocess.run(
-        [*flags, f"--log-net-log={net}", "--dump-dom", page], capture_output=True, text=True, timeout=120
-    ).stdout
+    dom, fetched = browser.dump_dom(out / "index.html", tmp_path)
     assert dom.count("<table") >= 8 and dom.count("<svg") >= 3
-    urls = set()
-    for ev in json.loads(net.read_text()).get("events", []):
-        u = (ev.get("params") or {}).get("url")
-        if u:
-            urls.add(u)
-    fetched = {u for u in urls if not u.startswith(("file:", "data:")) and not any(h in u for h in INTERNAL)}
     assert fetched == set()
     shot = Path(__file__).parents[1] / "reports" / "test-screenshot.png"
-    shot.parent.mkdir(exist_ok=True)
-    subprocess.run([*flags, "--window-size=1280,1000", f"--screenshot={shot}", page], capture_output=True, timeout=120)
+    browser.screenshot(out / "index.html", tmp_path, shot)
     assert shot.stat().st_size > 10_000
 
 
@@ -243,3 +219,35 @@ def test_datasheet_peaks_match_gpu_names_exactly():
     assert datasheet_tflops("NVIDIA H200 NVL", "mixed_bfloat16") is None  # another part, not a prefix match
     assert datasheet_tflops("NVIDIA A100-SXM4-40GB", "tf32") == 156
     assert datasheet_tflops(None, "fp32") is None
+
+
+def test_console_sums_up_unsupported_cases_in_one_line_per_reason():
+    text = console.table(analysis.load_run(storage.load(CPU)))
+    assert "mlp-train-gpu1-fp32-b64" not in text.split("unsupported:")[0]  # no row per GPU case
+    lines = [ln for ln in text.splitlines() if ln.startswith("unsupported: ")]
+    assert len(lines) == 3 and any("24 cases" in ln and "no NVIDIA GPU" in ln for ln in lines)
+
+
+def test_cost_per_million_samples_and_the_cheapest_configuration(tmp_path):
+    from bench.report import cost
+
+    prices = tmp_path / "p.toml"
+    prices.write_text('kwh = 0.30\n[device_hour]\ncpu = 0.50\ngpu = 2.00\n"NVIDIA H100 80GB HBM3" = 3.60\n')
+    p = cost.load(prices)
+    # 1 H100 at 3.60/h and 1000 samples/s: 1e6 samples take 1000 s = 1.00; plus 0.5 J/sample at 0.30/kWh
+    c = cost.per_million(p, "gpu", 1, False, 1000.0, 0.5, "NVIDIA H100 80GB HBM3")
+    assert c.per_million == pytest.approx(1.0 + 0.3 * 0.5 * 1e6 / 3.6e6) and c.energy_included
+    # 4 virtual devices are one chip; an unlisted model takes the 'gpu' price; no energy: device-hours only
+    v = cost.per_million(p, "gpu", 4, True, 1000.0, None, "other")
+    assert v.per_million == pytest.approx(2.0 / 3.6) and not v.energy_included
+    assert (
+        cost.per_million(cost.Prices({"gpu": 1.0}), "cpu", 1, False, 1000.0, None) is None
+    )  # no price: no cost, never 0
+    html = html_report([storage.load(GPU8)], prices=p)
+    assert "Cost per million samples" in html and "Cheapest per sample: cnn train: " in html
+    md = markdown_report([storage.load(GPU8)], prices=p)
+    assert "## Cheapest per sample" in md
+
+
+def test_scaling_chart_plots_speedup_over_one_device_so_small_workloads_show(gpu8_html):
+    assert "speed-up over 1 device" in gpu8_html and "ideal (linear)" in gpu8_html

@@ -177,9 +177,11 @@ class Store:
             write_bytes_atomic(self.root / rel, _gzip(report_html))
             night = {**night, "report": rel}
         path = self._month_file(tb, night["date_utc"])
-        lines = [json.dumps(n, sort_keys=True) for n in self._read_file(path)] if path.exists() else []
-        lines.append(json.dumps(night, sort_keys=True, allow_nan=False))
-        write_bytes_atomic(path, _gzip("\n".join(lines) + "\n"))
+        line = json.dumps(night, sort_keys=True, allow_nan=False) + "\n"
+        # a gzip file may hold several members (RFC 1952): append the night as one more member, so
+        # adding a night never recompresses the month; the whole file is still replaced atomically
+        old = path.read_bytes() if path.exists() else b""
+        write_bytes_atomic(path, old + _gzip(line))
         self._register(night)
         return path
 

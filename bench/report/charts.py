@@ -67,21 +67,24 @@ def bars(
 
 
 def scaling(series: dict[str, list[tuple[int, float]]], title: str) -> str:
-    """Throughput vs device count, one line per case family, with the ideal (linear) line."""
+    """Speed-up over one device vs device count, one line per case family, with the ideal (linear) line.
+
+    Speed-up, not throughput: workloads whose throughputs differ by orders of magnitude share the axis.
+    """
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     markers = "osD^v<>p"
     alt = []
+    top = 1
     for i, (name, pts) in enumerate(series.items()):
         pts = sorted(pts)
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        top = max(top, *xs)
         ax.plot(xs, ys, marker=markers[i % len(markers)], color=PALETTE[i % len(PALETTE)], label=name)
-        base = dict(pts).get(1)
-        if base:
-            ax.plot(xs, [base * x for x in xs], linestyle=":", color=PALETTE[i % len(PALETTE)], alpha=0.7)
-        alt.append(f"{name}: " + ", ".join(f"{x} devices {y:.4g}/s" for x, y in pts))
+        alt.append(f"{name}: " + ", ".join(f"{x} devices {y:.3g}x" for x, y in pts))
+    ax.plot([1, top], [1, top], linestyle=":", color="#555555", label="ideal (linear)")
     ax.set_xlabel("devices")
-    ax.set_ylabel("samples/s")
-    ax.set_title(title + " (dotted: ideal linear scaling)")
+    ax.set_ylabel("speed-up over 1 device")
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return _svg(fig, title + ": " + "; ".join(alt))

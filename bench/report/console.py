@@ -18,10 +18,18 @@ def fmt_thr(row) -> str:
 
 
 def table(run: RunData, tablefmt: str = "simple") -> str:
-    """case, status, samples/s with CI, speed-up vs CPU fp32 (reason for the others)."""
+    """case, status, samples/s with CI, speed-up vs CPU fp32 (reason for the failed ones).
+
+    Unsupported cases (on a CPU-only machine, most of the GPU matrix) are summed up below the
+    table in one line per reason instead of a row each.
+    """
     sp = speedups(run).set_index("case_id")["speedup"]
     rows = []
+    unsupported: dict[str, list[str]] = {}
     for _, r in run.table.iterrows():
+        if r["status"] == "unsupported":
+            unsupported.setdefault(str(r["reason"]), []).append(str(r["case_id"]))
+            continue
         note = r["reason"] if r["status"] != "ok" else ("unstable (CV > 10%)" if r["unstable"] else "")
         rows.append(
             [
@@ -32,4 +40,8 @@ def table(run: RunData, tablefmt: str = "simple") -> str:
                 (note or "")[:90],
             ]
         )
-    return tabulate(rows, headers=["case", "status", "samples/s [95% CI]", "vs CPU fp32", "note"], tablefmt=tablefmt)
+    text = tabulate(rows, headers=["case", "status", "samples/s [95% CI]", "vs CPU fp32", "note"], tablefmt=tablefmt)
+    for reason, ids in unsupported.items():
+        example = ", ".join(ids[:2]) + (", ..." if len(ids) > 2 else "")
+        text += f"\nunsupported: {len(ids)} case{'s' if len(ids) > 1 else ''} ({example}): {reason}"
+    return text

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import re
 
-_SPECIAL = re.compile(r"([\\`*_\[\]|~])")  # emphasis, code, links/images, table cells, strike
+# emphasis, code, links/images, table cells, strike-through; "_" inside a word (mixed_float16) is
+# not emphasis in GitHub's Markdown, so it stays readable
+_SPECIAL = re.compile(r"([\\`*\[\]|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
 
 
 def md(text: object) -> str:

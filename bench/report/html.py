@@ -1,0 +1,124 @@
+"""HTML through Jinja2 templates with autoescaping: one base layout for the report and the site.
+
+Sections are plain data (tables of cells, paragraphs, charts); the templates escape every value.
+Only our own SVG charts are passed as ``Markup`` (matplotlib escapes the text inside them; the
+site's SVG escapes labels itself).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+
+@lru_cache(maxsize=1)
+def env() -> jinja2.Environment:
+    """The template environment (autoescape on for .html and .xml, undefined names are errors)."""
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("bench", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "xml"], default_for_string=True, default=True),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(template: str, **context: Any) -> str:
+    """Render one template."""
+    return env().get_template(template).render(**context)
+
+
+@dataclass
+class Cell:
+    """One table cell; ``text`` escaped by the template."""
+
+    text: object = ""
+    cls: str = ""
+    title: object = None
+    style: str | None = None
+    colspan: int | None = None
+    link: str | None = None
+    badge: str | None = None
+    badge_cls: str = ""
+    after: object = None  # small text on the same line
+    below: object = None  # small text on the next line
+
+
+@dataclass
+class Table:
+    """Headers and rows of cells (plain values become cells)."""
+
+    headers: list[str]
+    rows: list[list[Any]]
+    cls: str = ""
+    wrap: bool = False
+    kind: str = "table"
+
+    def __post_init__(self) -> None:
+        self.rows = [[c if isinstance(c, Cell) else Cell(c) for c in r] for r in self.rows]
+
+
+@dataclass
+class Para:
+    """A paragraph of text."""
+
+    text: object
+    cls: str = ""
+    small: bool = False
+    kind: str = "para"
+
+
+@dataclass
+class Svg:
+    """A chart we made ourselves (trusted markup)."""
+
+    svg: Markup
+    kind: str = "svg"
+
+    def __init__(self, svg: str):
+        self.svg = Markup(svg)
+        self.kind = "svg"
+
+
+@dataclass
+class Csv:
+    """The data as a download link and a collapsible listing."""
+
+    name: str
+    b64: str
+    text: str
+    rows: int
+    kind: str = "csv"
+
+
+@dataclass
+class Section:
+    """A heading and its blocks."""
+
+    title: str
+    blocks: list[Any] = field(default_factory=list)
+    level: int = 2
+    method: bool = False
+
+
+NA = "-"
+
+
+def num(v: object, fmt: str = "{:.4g}") -> Cell:
+    """A right-aligned number, ``-`` in grey where not measured (never 0)."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return Cell(NA, cls="num na")
+    try:
+        return Cell(fmt.format(v), cls="num")
+    except (ValueError, TypeError):
+        return Cell(str(v), cls="num")
+
+
+def na(text: str, colspan: int | None = None) -> Cell:
+    """A greyed "not measured (...)" cell."""
+    return Cell(text, cls="na", colspan=colspan)

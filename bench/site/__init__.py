@@ -1,0 +1,1 @@
+"""The published static site: built from a history store, readable without JavaScript, from file://."""

@@ -1,0 +1,425 @@
+"""``accelbench site build``: the static site from a history store.
+
+Pages: home (a card per testbed), regressions (+ Atom feed), trends per testbed (small multiples
+per workload x mode), nights per testbed (the per-night reports, the last ``keep_reports``),
+method and data (``history.csv``). Everything is relative links, inline CSS and SVG: it reads
+from ``file://``, air-gapped, without JavaScript. The output folder is rebuilt from scratch
+(GitHub Pages replaces the whole site on each deploy anyway).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import __version__
+from bench.history.changepoints import change_points
+from bench.history.commands import verdicts as judge_store
+from bench.history.detect import TestbedVerdict
+from bench.history.store import Store
+from bench.history.summarise import HistoryError, describe_fingerprint
+from bench.history.verdict import STALE_HOURS, age_hours, commit_range, magnitude
+from bench.report import cost as costs
+from bench.report.html import Cell, Svg, Table, na, num
+from bench.report.html import render as render_template
+from bench.site import metrics, svg
+
+TREND_WINDOW = 90
+SPARK_NIGHTS = 30
+CSV_FIELDS = ["testbed", "night_id", "date_utc", "commit", "fingerprint_hash", "case_id", "workload", "mode"]
+CSV_FIELDS += ["device_kind", "device_count", "virtual", "precision", "xla", "per_replica_batch", "status", "state"]
+CSV_FIELDS += ["value", "ci_low", "ci_high", "cv", "energy_j_per_sample", "samples_per_joule", "reason"]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:60] or "x"
+
+
+def _fmt_ratio(r, pct: bool = False) -> Cell:
+    if r is None:
+        return na("not measured")
+    if pct:
+        return Cell(f"{100 * r.value:.0f}%", cls="num", after=f"[{100 * r.ci_low:.0f}-{100 * r.ci_high:.0f}]")
+    return Cell(f"{'~' if r.spans_one else ''}{r.value:.3g}x", cls="num", after=f"[{r.ci_low:.3g}-{r.ci_high:.3g}]")
+
+
+class Site:
+    """One build."""
+
+    def __init__(self, store: Store, verdicts: list[TestbedVerdict], out: Path, keep: int, prices: costs.Prices | None):
+        self.store, self.verdicts, self.out, self.keep, self.prices = store, verdicts, out, keep, prices
+        self.now = datetime.now(timezone.utc)
+        self.common = {"version": __version__, "built": self.now.isoformat(timespec="minutes")}
+        self.published: dict[str, dict[str, str]] = {}  # testbed -> night id -> relative report path
+        self.markers: dict[tuple[str, str], list[int]] = {}
+
+    def write(self, rel: str, text: str) -> None:
+        """Write a file of the site."""
+        p = self.out / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+
+    def page(self, rel: str, template: str, title: str, **ctx) -> None:
+        """Render a page; ``root`` is the relative way back to the top."""
+        root = "../" * rel.count("/")
+        self.write(rel, render_template(template, page_title=title, root=root, **self.common, **ctx))
+
+    # ----- per-night reports
+    def reports(self, v: TestbedVerdict) -> None:
+        """Unpack the last ``keep`` nights' reports, each with a link back."""
+        pub: dict[str, str] = {}
+        for n in v.nights[-self.keep :]:
+            html = self.store.report(n["report"]) if n.get("report") else None
+            if html is None:
+                continue
+            rel = f"reports/{v.testbed}/{_slug(n['night_id'])}.html"
+            back = '<nav><a href="../../index.html">&larr; accelbench nightly</a></nav>'
+            self.write(rel, html.replace("<body>", "<body>\n" + back, 1))
+            pub[n["night_id"]] = rel
+        self.published[v.testbed] = pub
+
+    # ----- home
+    def card(self, v: TestbedVerdict) -> dict:
+        """The home card of a testbed."""
+        last = v.nights[-1]
+        conf = [a for a in v.alerts if a.state == "confirmed"]
+        sus = [a for a in v.alerts if a.state == "suspect"]
+        accepted = [a for a in self.store.annotations() if a.action == "accept" and a.matches(v.testbed, a.cases)]
+        verdict = (
+            (f"{len(conf)} confirmed regression{'s' if len(conf) != 1 else ''}" if conf else "No confirmed regressions")
+            + f" · {len(sus)} suspect{'s' if len(sus) != 1 else ''} · {len(accepted)} accepted shift{'s' if len(accepted) != 1 else ''}"
+        )
+        good = v.last_good_night
+        age = age_hours(good["date_utc"], self.now) if good else None
+        last_age = age_hours(last["date_utc"], self.now)
+        pub = self.published.get(v.testbed, {})
+        spark_nights = v.nights[-SPARK_NIGHTS:]
+        rows = []
+        for h in metrics.headline(last, self.prices):
+            cheap = h.cheapest
+            rows.append(
+                [
+                    f"{h.workload} {h.mode}",
+                    _fmt_ratio(h.speedup),
+                    Cell(
+                        Svg(
+                            svg.sparkline(
+                                metrics.speedup_series(spark_nights, h.best_case), f"speed-up of {h.best_case}"
+                            )
+                        ).svg
+                    ),
+                    Cell(h.best_case),
+                    _fmt_ratio(h.scaling, pct=True) if h.scaling else na("no real multi-device case"),
+                    _fmt_ratio(h.precision_gain) if h.precision_gain else na("-"),
+                    num(h.best_samples_per_joule[1]) if h.best_samples_per_joule else na("not measured"),
+                    *(
+                        [
+                            Cell(
+                                f"{cheap[1]:.3g}",
+                                cls="num",
+                                below=cheap[0] + ("" if cheap[2] else " (device-hours only)"),
+                            )
+                            if cheap
+                            else na("no price")
+                        ]
+                        if self.prices
+                        else []
+                    ),
+                ]
+            )
+        headers = ["workload", "speed-up vs CPU fp32", f"last {len(spark_nights)} nights", "best configuration"]
+        headers += ["scaling efficiency", "precision gain", "samples/J (best)"]
+        if self.prices:
+            headers.append(f"cheapest, {self.prices.currency} per million samples")
+        health_ = last.get("health") or {}
+        noise = metrics.noise(v.nights[-SPARK_NIGHTS:])
+        health = Table(
+            ["night-to-night noise", "throttling seen", "max temperature", "failed cases", "measured", "unsupported"],
+            [
+                [
+                    Cell(
+                        f"{noise:.1%}" if noise is not None else "-",
+                        cls="num",
+                        title="median over cases of robust SD / median, last 30 nights",
+                    ),
+                    Cell(
+                        "yes" if health_.get("throttle_seen") else "no",
+                        cls="red" if health_.get("throttle_seen") else "",
+                    ),
+                    num(health_.get("max_temp_c"), "{:.0f} °C"),
+                    Cell(health_.get("failed_cases", 0), cls="num red" if health_.get("failed_cases") else "num"),
+                    num(health_.get("measured_cases"), "{:d}"),
+                    num(health_.get("unsupported_cases"), "{:d}"),
+                ]
+            ],
+        )
+        seg = ""
+        if len(v.nights) > 1 and v.nights[-2]["fingerprint_hash"] != last["fingerprint_hash"]:
+            seg = "new fingerprint tonight: a new baseline starts (not an alert)"
+        return {
+            "testbed": v.testbed,
+            "verdict": verdict,
+            "verdict_cls": "red" if conf else "amber" if sus else "green",
+            "last_night": last["night_id"],
+            "last_link": pub.get(last["night_id"], f"nights/{v.testbed}.html"),
+            "last_date": last["date_utc"],
+            "last_status": last.get("status"),
+            "commit": str(last.get("commit") or "-")[:12],
+            "good_night": good["night_id"] if good else None,
+            "good_age": f"{age:.0f} h ago" if age is not None else "",
+            "age_cls": "red" if age is None or age > STALE_HOURS else "",
+            "stale": f"{last_age:.0f} h" if last_age is not None and last_age > STALE_HOURS else "",
+            "fingerprint": describe_fingerprint(last.get("fingerprint") or {}),
+            "segment_note": seg,
+            "headline": Table(headers, rows, wrap=True),
+            "spark_n": len(spark_nights),
+            "health": health,
+            "trends": f"trends/{v.testbed}.html",
+            "nights": f"nights/{v.testbed}.html",
+        }
+
+    # ----- trends
+    def trends(self, v: TestbedVerdict) -> None:
+        """Small multiples per workload x mode, a panel per case, with its data table."""
+        pub = self.published.get(v.testbed, {})
+        links = {nid: "../" + rel for nid, rel in pub.items()}
+        groups: dict[tuple[str, str], list] = {}
+        last_cases = {}
+        for n in v.nights:
+            last_cases.update(n["cases"])
+        for cid, j in v.cases.items():
+            pts = j.points[-TREND_WINDOW:]
+            if not any(p.value is not None for p in pts):
+                continue
+            vals = [p.value for p in pts if p.value is not None and p.state != "excluded"]
+            idx = [i for i, p in enumerate(pts) if p.value is not None and p.state != "excluded"]
+            cps = [idx[t] for t in change_points(vals)] if len(vals) >= 6 else []
+            self.markers[(v.testbed, cid)] = [len(j.points) - len(pts) + i for i in cps]
+            c = last_cases.get(cid, {})
+            data = Table(
+                ["night", "samples/s", "95% CI", "state"],
+                [
+                    [
+                        p.night_id,
+                        num(p.value),
+                        f"{p.ci_low:.4g}-{p.ci_high:.4g}" if p.ci_low is not None and p.ci_high is not None else "-",
+                        p.state,
+                    ]
+                    for p in pts
+                    if p.state not in ("missing",)
+                ],
+            )
+            panel = {"svg": Svg(svg.trend(pts, cid, links, cps)).svg, "data": data}
+            groups.setdefault((str(c.get("workload")), str(c.get("mode"))), []).append(panel)
+        gl = [
+            {"title": f"{w} {m}", "anchor": _slug(f"{w}-{m}"), "panels": panels}
+            for (w, m), panels in sorted(groups.items())
+        ]
+        self.page(
+            f"trends/{v.testbed}.html",
+            "site/trends.html",
+            f"Trends {v.testbed}",
+            testbed=v.testbed,
+            groups=gl,
+            window=TREND_WINDOW,
+        )
+
+    # ----- nights
+    def nights(self, v: TestbedVerdict) -> None:
+        """The archive of nights, newest first."""
+        pub = self.published.get(v.testbed, {})
+        rows = []
+        for n in reversed(v.nights):
+            h = n.get("health") or {}
+            rel = pub.get(n["night_id"])
+            rows.append(
+                [
+                    Cell(n["night_id"], link="../" + rel if rel else None),
+                    n["date_utc"],
+                    str(n.get("commit") or "-")[:12],
+                    n.get("status"),
+                    ", ".join(n.get("runner_names") or []) or "-",
+                    Cell(h.get("measured_cases", "-"), cls="num"),
+                    Cell(h.get("failed_cases", 0), cls="num red" if h.get("failed_cases") else "num"),
+                    Cell("workflow run", link=n["workflow_run_url"]) if _safe_url(n.get("workflow_run_url")) else "-",
+                    "published" if rel else ("pruned (in the history store)" if n.get("report") else "no report"),
+                ]
+            )
+        t = Table(["night", "date (UTC)", "commit", "run", "runners", "measured", "failed", "CI", "report"], rows)
+        self.page(
+            f"nights/{v.testbed}.html",
+            "site/nights.html",
+            f"Nights {v.testbed}",
+            testbed=v.testbed,
+            nights=t,
+            keep=self.keep,
+        )
+
+    # ----- regressions + feed
+    def regressions(self) -> None:
+        """Open alerts, accepted shifts, change points, and the Atom feed."""
+        rows, entries = [], []
+        for v in self.verdicts:
+            pub = self.published.get(v.testbed, {})
+            for a in v.alerts:
+                bad, good = a.first_bad, a.last_good or {}
+                rows.append(
+                    [
+                        v.testbed,
+                        Cell(a.case_id, link=f"trends/{v.testbed}.html"),
+                        Cell(f"{a.state} {a.kind}", cls="red" if a.state == "confirmed" else "amber"),
+                        Cell(magnitude(a), cls="num"),
+                        Cell(a.nights, cls="num"),
+                        Cell(bad.get("night_id"), link=pub.get(bad.get("night_id") or "")),
+                        Cell(good.get("night_id") or "-", link=pub.get(good.get("night_id") or "")),
+                        commit_range(a),
+                    ]
+                )
+                entries.append(
+                    {
+                        "title": f"{a.state} {a.kind}: {a.case_id} on {v.testbed} ({magnitude(a)})",
+                        "id": f"urn:accelbench:{v.testbed}:{a.case_id}:{bad.get('night_id')}",
+                        "updated": _iso(a.latest.get("date_utc")) or self.common["built"],
+                        "link": f"trends/{v.testbed}.html",
+                        "summary": f"first bad night {bad.get('night_id')}, last good {good.get('night_id')}, bisect {commit_range(a)}",
+                    }
+                )
+        alerts = Table(
+            [
+                "testbed",
+                "case",
+                "state",
+                "change [95% CI]",
+                "nights",
+                "first bad night",
+                "last good night",
+                "commits to bisect",
+            ],
+            rows,
+        )
+        ann = Table(
+            ["testbed", "cases", "night", "action", "why", "who", "when"],
+            [
+                [a.testbed, a.cases, a.night, a.action, a.why, a.who or "-", a.date or "-"]
+                for a in self.store.annotations()
+            ],
+        )
+        cps = Table(
+            ["testbed", "case", "new segment from night"],
+            [
+                [tb, cid, ", ".join(v.cases[cid].points[i].night_id for i in idx)]
+                for v in self.verdicts
+                for (tb, cid), idx in self.markers.items()
+                if tb == v.testbed and idx
+            ],
+        )
+        self.page(
+            "regressions.html", "site/regressions.html", "Regressions", alerts=alerts, annotations=ann, changes=cps
+        )
+        feed = render_template(
+            "feed.xml",
+            feed_id="urn:accelbench:regressions",
+            updated=self.now.isoformat(timespec="seconds"),
+            entries=entries,
+        )
+        self.write("regressions.xml", feed)
+
+    def method(self) -> None:
+        """The judge's rule, the testbeds' fingerprints, the data."""
+        rows = []
+        for tb in self.store.testbeds():
+            p = self.store.root / "testbeds" / f"{tb}.json"
+            reg = json.loads(p.read_text()) if p.exists() else {"fingerprints": []}
+            for f in reg.get("fingerprints", []):
+                rows.append([tb, f.get("hash"), describe_fingerprint(f.get("fingerprint") or {}), f.get("first_night")])
+        sim = "0.1 false confirmed alerts per 100 case-nights at 1% and 3% night-to-night noise; a 10% slowdown confirmed on its second night in 100% of series at 1% noise (33% at 3%), a 5% one in 88% (6% at 3%): at 3% noise, fix the measurement (locked clocks, a quiet machine), not the statistics."
+        rule = self.store.thresholds().default
+        self.page(
+            "method.html",
+            "site/method.html",
+            "Method",
+            testbeds=Table(["testbed", "fingerprint", "machine", "first night"], rows),
+            rule=rule,
+            sim=sim,
+        )
+
+    def history_csv(self) -> None:
+        """The tidy CSV and a JSON summary."""
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, CSV_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        for v in self.verdicts:
+            states = {cid: {p.night_id: p.state for p in j.points} for cid, j in v.cases.items()}
+            for n in v.nights:
+                base = {k: n.get(k) for k in ("night_id", "date_utc", "commit", "fingerprint_hash")}
+                for cid, c in n["cases"].items():
+                    w.writerow(
+                        {**c, **base, "testbed": v.testbed, "case_id": cid, "state": states[cid].get(n["night_id"])}
+                    )
+        self.write("history.csv", buf.getvalue())
+        summary = {
+            "built": self.common["built"],
+            "testbeds": [
+                {"testbed": v.testbed, "nights": len(v.nights), "alerts": [asdict(a) for a in v.alerts]}
+                for v in self.verdicts
+            ],
+        }
+        self.write("index.json", json.dumps(summary, indent=1, default=str))
+
+    def build(self) -> None:
+        """Every page."""
+        live = [v for v in self.verdicts if v.nights]
+        for v in live:
+            self.reports(v)
+            self.trends(v)
+            self.nights(v)
+        self.page("index.html", "site/home.html", "Testbeds", cards=[self.card(v) for v in live])
+        self.regressions()
+        self.method()
+        self.history_csv()
+
+
+def _iso(date: str | None) -> str | None:
+    try:
+        return datetime.fromisoformat(str(date)).isoformat() if date else None
+    except ValueError:
+        return None
+
+
+def _safe_url(u: object) -> bool:
+    return isinstance(u, str) and u.startswith("https://")
+
+
+def build(store_dir: str | Path, out_dir: str | Path, keep_reports: int = 90, prices: str | None = None) -> Path:
+    """Build into a temporary folder next to ``out_dir``, then swap it in (a failed build leaves the old site)."""
+    store, verdicts = judge_store(str(store_dir), None)
+    price = costs.load(prices) if prices else None
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise HistoryError(f"{out}: exists and is not a folder")
+    if out.resolve() == store.root.resolve() or store.root.resolve() in out.resolve().parents:
+        raise HistoryError(f"{out}: the site must not be built inside the history store")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        Site(store, verdicts, tmp, keep_reports, price).build()
+        tmp.chmod(0o755)
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out.rename(old)
+            tmp.rename(out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
