@@ -1,6 +1,8 @@
-"""accelbench's sessions: ``nox -s bench``, ``nox -s tests``, ``nox -s lint``, ``nox -s report``."""
+"""accelbench's sessions: ``nox -s bench``, ``nox -s tests``, ``nox -s lint``, ``nox -s report``, ``nox -s nightly``, ``nox -s site``."""
 
+import glob
 import os
+from datetime import datetime, timezone
 
 import nox
 
@@ -37,8 +39,48 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (lint + format check) and mypy on bench/ and workloads/."""
+    """ruff (lint + format check), mypy, and the GitHub workflows checked offline (three independent linters)."""
     session.install(".", *nox.project.dependency_groups(PYPROJECT, "lint"))
     session.run("ruff", "check", "bench", "workloads", "tests", "noxfile.py")
     session.run("ruff", "format", "--check", "bench", "workloads", "tests", "noxfile.py")
     session.run("mypy", "bench", "workloads")
+    workflows = sorted(glob.glob(".github/workflows/*.yml"))
+    session.run("actionlint", *workflows)  # reads .github/actionlint.yaml (the GPU runner labels)
+    session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *workflows)
+    session.run("zizmor", "--offline", ".github/workflows/")
+
+
+@nox.session(default=False)
+def nightly(session: nox.Session) -> None:
+    """What the nightly GPU job runs, then the judge and the site, by hand: nox -s nightly -- [accelbench run args].
+
+    Steps: devices --check (skip with ACCELBENCH_SKIP_CHECK=1), the run, then (unless
+    ACCELBENCH_NIGHTLY_STEPS=gpu, as in the workflow's GPU job) history add into ACCELBENCH_HISTORY
+    (default history/), the verdict, the site into ACCELBENCH_SITE (default site/), and a red exit on
+    a confirmed regression. Results go to ACCELBENCH_NIGHTLY_OUT (default nightly/<UTC time>/).
+    In the workflow's container: nox -s nightly --no-venv (accelbench and TensorFlow are installed there).
+    """
+    if not isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
+        session.install(PROJECT)
+    out = os.environ.get("ACCELBENCH_NIGHTLY_OUT") or f"nightly/{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
+    store = os.environ.get("ACCELBENCH_HISTORY", "history")
+    site_dir = os.environ.get("ACCELBENCH_SITE", "site")
+    if os.environ.get("ACCELBENCH_SKIP_CHECK") != "1":
+        session.run("accelbench", "devices", "--check", "--results-dir", f"{out}/check")
+    session.run(
+        "accelbench", "run", *session.posargs, "--results-dir", f"{out}/results", "--reports-dir", f"{out}/reports"
+    )
+    if os.environ.get("ACCELBENCH_NIGHTLY_STEPS") == "gpu":
+        return
+    session.run("accelbench", "history", "add", *sorted(glob.glob(f"{out}/results/*.json")), "--store", store)
+    session.run("accelbench", "history", "check", "--store", store, "--exit-zero")
+    session.run("accelbench", "site", "build", "--store", store, "--out", site_dir)
+    session.log(f"site: {site_dir}/index.html")
+    session.run("accelbench", "history", "check", "--store", store, "--quiet")  # red on a confirmed regression
+
+
+@nox.session(default=False)
+def site(session: nox.Session) -> None:
+    """Rebuild the site from a history store: nox -s site -- --store history --out site."""
+    session.install(PROJECT)
+    session.run("accelbench", "site", "build", *(session.posargs or ["--store", "history", "--out", "site"]))

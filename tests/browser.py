@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 INTERNAL = ("google.com", "googleapis.com", "gstatic.com", "gvt1.com")  # Chromium's own services
 
 

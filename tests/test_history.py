@@ -309,3 +309,21 @@ def test_judge_over_a_testbed_with_many_cases_is_reasonably_fast():
     vals = simulate.series(200, 120, 0.01, 0.0, 120, seed=1)
     v = judge_testbed("sim", simulate.nights_of(vals), Thresholds(), [])
     assert len(v.cases) == 200 and v.last_good_night is not None
+
+
+def test_merge_joins_shards_into_one_results_file_the_report_reads(tmp_path, capsys):
+    a, b = night(CPU, 3), night(CPU, 3)
+    ids = sorted(storage.case_ids(a))
+    for d, keep in ((a, ids[::2]), (b, ids[1::2])):
+        d["benchmarks"] = [r for r in d["benchmarks"] if storage.case_id_of(r) in keep]
+        d["unmeasured"] = [r for r in d["unmeasured"] if storage.case_id_of(r) in keep]
+    b["run"].update(id="night0003-shard2", status="interrupted")
+    storage.write_atomic(tmp_path / "a.json", a)
+    storage.write_atomic(tmp_path / "b.json", b)
+    out = tmp_path / "merged.json"
+    assert main(["merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "-o", str(out), "--run-id", "n3"]) == 0
+    m = storage.load(out)
+    assert storage.case_ids(m) == set(ids) and m["run"]["id"] == "n3" and m["run"]["status"] == "incomplete"
+    assert [s["id"] for s in m["run"]["merged_from"]] == ["night0003-0", "night0003-shard2"]
+    assert {r["extra_info"]["run_id"] for r in storage.records(m)} == {"n3"}
+    assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0

@@ -162,6 +162,7 @@ def summarise(docs: list[tuple[str, dict]], testbed: str, report: str | None = N
     run_ids = sorted(str(d["run"]["id"]) for _, d in docs)
     ok = [c for c in cases.values() if c["status"] == "ok"]
     temps = [c["temp_max_c"] for c in ok if c.get("temp_max_c") is not None]
+    clocks = sorted(c["sm_clock_mhz"] for c in ok if c.get("sm_clock_mhz") is not None)
     ci = first.get("run", {}).get("ci") or {}
     return {
         "night_id": run_ids[0],
@@ -179,6 +180,7 @@ def summarise(docs: list[tuple[str, dict]], testbed: str, report: str | None = N
         "health": {
             "throttle_seen": any(c.get("throttle") for c in ok),
             "max_temp_c": max(temps) if temps else None,
+            "sm_clock_mhz_median": clocks[len(clocks) // 2] if clocks else None,
             "failed_cases": sum(1 for c in cases.values() if c["status"] in FAILED),
             "unsupported_cases": sum(1 for c in cases.values() if c["status"] == "unsupported"),
             "measured_cases": len(ok),

@@ -141,7 +141,15 @@ class Site:
         health_ = last.get("health") or {}
         noise = metrics.noise(v.nights[-SPARK_NIGHTS:])
         health = Table(
-            ["night-to-night noise", "throttling seen", "max temperature", "failed cases", "measured", "unsupported"],
+            [
+                "night-to-night noise",
+                "throttling seen",
+                "SM clock (median)",
+                "max temperature",
+                "failed cases",
+                "measured",
+                "unsupported",
+            ],
             [
                 [
                     Cell(
@@ -153,6 +161,7 @@ class Site:
                         "yes" if health_.get("throttle_seen") else "no",
                         cls="red" if health_.get("throttle_seen") else "",
                     ),
+                    num(health_.get("sm_clock_mhz_median"), "{:.0f} MHz"),
                     num(health_.get("max_temp_c"), "{:.0f} °C"),
                     Cell(health_.get("failed_cases", 0), cls="num red" if health_.get("failed_cases") else "num"),
                     num(health_.get("measured_cases"), "{:d}"),
