@@ -51,6 +51,9 @@ def add_parsers(sub, positive_int) -> None:
     s.add_argument("--cv", type=float, action="append", help="night-to-night noise (repeatable; default 0.01, 0.03)")
     s.add_argument("--step", type=float, action="append", help="planted slowdown (repeatable; default 0, 0.05, 0.10)")
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--k", type=float, default=None, help="band width in robust SDs (default: the judge's)")
+    s.add_argument("--delta", type=float, default=None, help="band floor, relative (default: the judge's)")
+    s.add_argument("--confirm", type=positive_int, default=None, help="nights beyond the band to confirm")
 
     site = sub.add_parser("site", help="the static site for stakeholders")
     ss = site.add_subparsers(dest="site_command", required=True, parser_class=type(site))
@@ -168,11 +171,16 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     steps = a.step if a.step is not None else [0.0, 0.05, 0.10]
     if any(not 0 < c < 0.5 for c in cvs) or any(not 0 <= s < 1 for s in steps) or a.nights < 20:
         raise UserError("--cv in (0, 0.5), --step in [0, 1), --nights >= 20")
-    cells = [simulate.run(cv, st, a.cases, a.nights, a.seed) for cv in cvs for st in steps]
+    from dataclasses import asdict, replace
+
+    from bench.history.store import Rule, check_rule
+
+    given = {k: v for k, v in (("k", a.k), ("delta", a.delta), ("confirm", a.confirm)) if v is not None}
+    check_rule({**asdict(Rule()), **given}, "simulate")
+    rule = replace(Rule(), **given)
+    cells = [simulate.run(cv, st, a.cases, a.nights, a.seed, rule) for cv in cvs for st in steps]
     print(tabulate(simulate.table(cells), headers=simulate.HEADERS))
-    print(
-        f"\n{a.cases} series x {a.nights} nights per row, seed {a.seed}; rule: the judge's defaults (bench.history.store.Rule)"
-    )
+    print(f"\n{a.cases} series x {a.nights} nights per row, seed {a.seed}; {rule}")
     return 0
 
 

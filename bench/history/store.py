@@ -97,7 +97,7 @@ class Thresholds:
         return Rule(**values)
 
 
-def _check_rule(values: dict, where: str) -> None:
+def check_rule(values: dict, where: str) -> None:
     try:
         r = Rule(**values)
     except TypeError as e:
@@ -244,7 +244,7 @@ class Store:
         doc = self._json("thresholds.json", {})
         where = str(self.root / "thresholds.json")
         default = doc.get("default", {})
-        _check_rule({**asdict(Rule()), **default}, f"{where}: default")
+        check_rule({**asdict(Rule()), **default}, f"{where}: default")
         overrides = doc.get("overrides", [])
         if not isinstance(overrides, list):
             raise HistoryError(f"{where}: 'overrides' must be a list")
@@ -252,7 +252,7 @@ class Store:
             extra = set(o) - set(asdict(Rule())) - {"testbed", "cases", "why"}
             if extra:
                 raise HistoryError(f"{where}: override {i + 1}: unknown keys {sorted(extra)}")
-            _check_rule({**asdict(Rule()), **default, **{k: v for k, v in o.items() if k in asdict(Rule())}}, where)
+            check_rule({**asdict(Rule()), **default, **{k: v for k, v in o.items() if k in asdict(Rule())}}, where)
         return Thresholds(Rule(**{**asdict(Rule()), **default}), overrides)
 
     def _json(self, name: str, empty: dict) -> dict:
