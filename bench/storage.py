@@ -158,7 +158,7 @@ def _clean(obj):
     return obj
 
 
-def write_atomic(path: str | Path, doc: dict) -> None:
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     """Write to a temp file in the same folder, fsync, rename over ``path``: all or nothing."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -167,8 +167,8 @@ def write_atomic(path: str | Path, doc: dict) -> None:
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # an ordinary file, not mkstemp's 0600
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(_clean(doc), f, indent=1, allow_nan=False)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -186,6 +186,11 @@ def write_atomic(path: str | Path, doc: dict) -> None:
             os.close(dfd)
     except OSError:
         pass
+
+
+def write_atomic(path: str | Path, doc: dict) -> None:
+    """A results document as JSON, atomically (NaN/inf stored as null)."""
+    write_bytes_atomic(path, json.dumps(_clean(doc), indent=1, allow_nan=False).encode())
 
 
 def load(path: str | Path) -> dict:

@@ -116,43 +116,19 @@ def test_a_failed_build_leaves_the_old_site(tmp_path, capsys):
     assert main(["site", "build", "--store", str(tmp_path / "store"), "--out", str(tmp_path / "store" / "x")]) == 2
 
 
+def _build(tmp_path, out="site", *more):
+    return main(["site", "build", "--store", str(tmp_path / "store"), "--out", str(tmp_path / out), *more])
+
+
 def test_prices_give_cost_per_million_samples_and_the_cheapest(tmp_path):
     _store(tmp_path, nights=2)
     prices = tmp_path / "prices.toml"
     prices.write_text('currency = "EUR"\nkwh = 0.25\n[device_hour]\ncpu = 0.40\n')
-    assert (
-        main(
-            [
-                "site",
-                "build",
-                "--store",
-                str(tmp_path / "store"),
-                "--out",
-                str(tmp_path / "site"),
-                "--prices",
-                str(prices),
-            ]
-        )
-        == 0
-    )
+    assert _build(tmp_path, "site", "--prices", str(prices)) == 0
     home = (tmp_path / "site" / "index.html").read_text()
     assert "cheapest, EUR per million samples" in home and "(device-hours only)" in home
     prices.write_text("kwh = -1\n")
-    assert (
-        main(
-            [
-                "site",
-                "build",
-                "--store",
-                str(tmp_path / "store"),
-                "--out",
-                str(tmp_path / "s2"),
-                "--prices",
-                str(prices),
-            ]
-        )
-        == 2
-    )
+    assert _build(tmp_path, "s2", "--prices", str(prices)) == 2
 
 
 def _year(root: Path, nights=365, cases=200) -> Store:

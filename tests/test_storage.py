@@ -1,4 +1,4 @@
-import json
+import os
 import subprocess
 import sys
 
@@ -92,7 +92,7 @@ def test_atomic_write_keeps_old_file_when_writing_fails(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise OSError("disk full")
 
-    monkeypatch.setattr(json, "dump", boom)
+    monkeypatch.setattr(os, "fsync", boom)  # the temp file is written, the disk fails before the rename
     with pytest.raises(OSError):
         storage.write_atomic(p, {"schema_version": 1})
     assert p.read_bytes() == before

@@ -16,35 +16,15 @@ from __future__ import annotations
 import fnmatch
 import gzip
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.history.summarise import TESTBED_RE, HistoryError
+from bench.storage import write_bytes_atomic
 
 ACTIONS = ("accept", "exclude")
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Temp file in the same folder, fsync, rename: all or nothing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def _gzip(text: str) -> bytes:
@@ -98,6 +78,7 @@ class Thresholds:
 
 
 def check_rule(values: dict, where: str) -> None:
+    """HistoryError naming ``where`` unless the values make a sensible rule."""
     try:
         r = Rule(**values)
     except TypeError as e:

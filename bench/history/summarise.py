@@ -18,17 +18,7 @@ from bench.errors import UserError
 
 TESTBED_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 FAILED = ("numerics", "oom", "timeout", "error")  # a case that ran and broke (unsupported is not a failure)
-CASE_FIELDS = (
-    "workload",
-    "mode",
-    "device_kind",
-    "device_count",
-    "virtual",
-    "precision",
-    "xla",
-    "per_replica_batch",
-    "global_batch",
-)
+CASE_FIELDS = [c for c in storage.CASE_COLUMNS if c not in ("run_id", "case_id", "status", "reason")]
 
 
 class HistoryError(UserError):
