@@ -269,7 +269,10 @@ def cmd_report(a: argparse.Namespace) -> int:
     docs = [storage.load(f) for f in a.files]
     base = storage.load(a.baseline) if a.baseline else None
     threshold = (a.fail_on_regression or 5.0) / 100.0
-    out_dir = Path(a.out) if a.out else Path("reports") / docs[0]["run"]["id"]
+    rid = str(docs[0]["run"]["id"])
+    if not a.out and not storage.RUN_ID_RE.match(rid):  # the id would name a folder outside reports/
+        raise UserError(f"{a.files[0]}: run id {rid!r} is not a plain name; give the report folder with --out")
+    out_dir = Path(a.out) if a.out else Path("reports") / rid
     out = render(docs, out_dir=out_dir, baseline=base, threshold=threshold, prices=prices)
     for d in docs:
         print(console.table(analysis.load_run(d)))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import secrets
 import subprocess
 import sys
@@ -36,7 +35,6 @@ from workloads import WORKLOADS
 
 WORKER = [sys.executable, "-m", "bench.worker"]  # + PLAN SPOOL
 GroupKey = tuple[DeviceConfig, bool | None, bool]
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$")
 
 
 def new_run_id() -> str:
@@ -46,7 +44,7 @@ def new_run_id() -> str:
 
 def results_path(results_dir: str | Path, run_id: str) -> Path:
     """Where a run's results live; rejects ids that are not plain names."""
-    if not RUN_ID_RE.match(run_id):
+    if not storage.RUN_ID_RE.match(run_id):
         raise UserError(f"run id must be letters, digits, '.', '_' or '-'; got {run_id!r}")
     return Path(results_dir) / f"{run_id}.json"
 

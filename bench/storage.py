@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from pathlib import Path
 from bench.errors import UserError
 
 SCHEMA_VERSION = 1
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$")  # run ids name files: plain names only
 FORMAT = "accelbench-results"
 
 MEASURED_STATUSES = ("ok",)

@@ -63,6 +63,7 @@ def results(tmp_path):
         (["run", "--shard", "half"], "--shard takes i/n (e.g. 1/4); got 'half'"),
         (["run", "--resume", "r1", "--shard", "1/2"], "drop --shard"),
         (["merge", "RESULTS/r1.json", "-o", "RESULTS/r1.json"], "exists; merge writes a new file"),
+        (["merge", "RESULTS/r1.json", "-o", "RESULTS/m.json", "--run-id", "../x"], "--run-id must be letters"),
         (["merge", "RESULTS/r1.json", "RESULTS/r1.json", "-o", "RESULTS/m.json"], "shards must not overlap"),
         (["report", "RESULTS/r1.json", "--prices", "RESULTS/truncated.json"], "not a TOML prices file"),
         (["history", "check", "--store", "RESULTS/nowhere"], "no such history store"),

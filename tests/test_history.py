@@ -244,6 +244,11 @@ def test_duplicate_runs_are_refused_and_nothing_is_written(tmp_path, capsys):
 def test_corrupt_history_line_and_bad_input_are_one_line_exit_2(tmp_path, capsys):
     store = tmp_path / "store"
     assert main(["history", "add", _write(tmp_path, 1), "--store", str(store), "--no-report"]) == 0
+    evil = night(CPU, 5)
+    evil["run"]["id"] = "../../outside"
+    storage.write_atomic(tmp_path / "evil.json", evil)
+    assert main(["history", "add", str(tmp_path / "evil.json"), "--store", str(store)]) == 2
+    assert "is not a plain name" in capsys.readouterr().err and not (tmp_path / "outside.html.gz").exists()
     (month,) = store.glob("nights/*/*/*.jsonl.gz")
     month.write_bytes(gzip.compress(gzip.decompress(month.read_bytes()) + b'{"night_id": "x", "cases": {tru\n'))
     capsys.readouterr()

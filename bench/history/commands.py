@@ -199,6 +199,8 @@ def cmd_merge(a: argparse.Namespace) -> int:
     from bench.merge import merge
 
     out = Path(a.output)
+    if a.run_id and not storage.RUN_ID_RE.match(a.run_id):
+        raise UserError(f"--run-id must be letters, digits, '.', '_' or '-'; got {a.run_id!r}")
     if out.exists():
         raise UserError(f"{out}: exists; merge writes a new file")
     doc = merge(_load_all(a.files), a.run_id)

@@ -189,7 +189,6 @@ class TestbedVerdict:
     testbed: str
     nights: list[dict]
     cases: dict[str, CaseJudgement]
-    stale_hours: float | None = None
 
     @property
     def alerts(self) -> list[Alert]:
@@ -209,21 +208,12 @@ class TestbedVerdict:
     @property
     def last_good_night(self) -> dict | None:
         """The latest complete night with no suspect, confirmed or failing case."""
-        for n in reversed(self.nights):
-            if n.get("status") != "complete":
-                continue
-            states = {
-                c.points[i].state for c in self.cases.values() for i in [self._index(c, n["night_id"])] if i is not None
-            }
-            if not states & {"suspect", "confirmed", "failing", "failing-confirmed"}:
-                return n
-        return None
-
-    @staticmethod
-    def _index(c: CaseJudgement, night_id: str) -> int | None:
-        for i in range(len(c.points) - 1, -1, -1):
-            if c.points[i].night_id == night_id:
-                return i
+        bad = {"suspect", "confirmed", "failing", "failing-confirmed"}
+        for i in range(len(self.nights) - 1, -1, -1):  # every case has one point per night, in order
+            if self.nights[i].get("status") == "complete" and not any(
+                c.points[i].state in bad for c in self.cases.values()
+            ):
+                return self.nights[i]
         return None
 
     def expected_false_alerts(self, rate_per_case_night: float = 0.001) -> float:

@@ -43,9 +43,11 @@ class Annotation:
     who: str = ""
     date: str = ""
 
-    def matches(self, testbed: str, case_id: str) -> bool:
-        """Whether this annotation applies to the case on the testbed (glob patterns)."""
-        return fnmatch.fnmatchcase(testbed, self.testbed) and fnmatch.fnmatchcase(case_id, self.cases)
+    def matches(self, testbed: str, case_id: str | None = None) -> bool:
+        """Whether this annotation applies to the case (any case if None) on the testbed (glob patterns)."""
+        return fnmatch.fnmatchcase(testbed, self.testbed) and (
+            case_id is None or fnmatch.fnmatchcase(case_id, self.cases)
+        )
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,9 @@ def summarise(docs: list[tuple[str, dict]], testbed: str, report: str | None = N
     runners: list[str] = []
     statuses = []
     for path, doc in docs:
+        rid = str(doc.get("run", {}).get("id"))
+        if not storage.RUN_ID_RE.match(rid):  # it names files in the store
+            raise HistoryError(f"{path}: run id {rid!r} is not a plain name (letters, digits, '.', '_', '-')")
         if fingerprint(doc) != fp:
             raise HistoryError(
                 f"{path}: another machine than {first_path} ({describe_fingerprint(fingerprint(doc))} vs "

@@ -91,7 +91,7 @@ class Site:
         last = v.nights[-1]
         conf = [a for a in v.alerts if a.state == "confirmed"]
         sus = [a for a in v.alerts if a.state == "suspect"]
-        accepted = [a for a in self.store.annotations() if a.action == "accept" and a.matches(v.testbed, a.cases)]
+        accepted = [a for a in self.store.annotations() if a.action == "accept" and a.matches(v.testbed)]
         verdict = (
             (f"{len(conf)} confirmed regression{'s' if len(conf) != 1 else ''}" if conf else "No confirmed regressions")
             + f" · {len(sus)} suspect{'s' if len(sus) != 1 else ''} · {len(accepted)} accepted shift{'s' if len(accepted) != 1 else ''}"
