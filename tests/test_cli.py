@@ -9,6 +9,7 @@ import pytest
 from test_storage import doc
 
 from bench import storage
+from bench.cli import main
 
 
 def cli(*args, cwd=None):
@@ -71,15 +72,25 @@ def results(tmp_path):
         (["site", "build", "--store", "RESULTS/nowhere", "--out", "RESULTS/site"], "no such history store"),
     ],
 )
-def test_bad_input_is_one_line_exit_2_and_changes_nothing(results, args, expected):
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(results, args, expected, capsys, monkeypatch):
+    # in-process (the CLI's entry point, as the console script calls it); one real process below
     before = snapshot(results)
+    monkeypatch.chdir(results.parent)
     args = [a.replace("RESULTS", str(results)) for a in args]
-    r = cli(*args, "--results-dir", str(results)) if args[0] == "run" else cli(*args, cwd=results.parent)
-    assert r.returncode == 2, r.stderr
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("accelbench: error: ") and expected in lines[0], r.stderr
-    assert "Traceback" not in r.stderr
+    code = main([*args, "--results-dir", str(results)] if args[0] == "run" else args)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("accelbench: error: ") and expected in lines[0], err
+    assert "Traceback" not in err
     assert snapshot(results) == before
+
+
+def test_bad_input_in_a_real_process_is_one_line_without_traceback(results):
+    r = cli("run", "--profile", "huge", "--results-dir", str(results))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "unknown profile 'huge'" in r.stderr
+    r = cli("history", "check", "--store", str(results / "nowhere"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "no such history store" in r.stderr
 
 
 @pytest.mark.slow
