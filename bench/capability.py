@@ -88,6 +88,17 @@ def device_count(kind: str, count: int, available: int, virtual: bool, no_gpu_re
     return OK
 
 
+RING_XLA = (
+    "XLA-compiled steps need NCCL collectives under MultiWorkerMirroredStrategy; a CPU cluster uses RING "
+    "(TensorFlow: 'Only compiling NCCL/auto collective is supported, got: ring')"
+)
+
+
+def cluster_xla_support(kind: str, nodes: int) -> Support:
+    """XLA across nodes: only where the all-reduce is NCCL (GPUs)."""
+    return Support(False, RING_XLA) if nodes > 1 and kind == "cpu" else Support(True)
+
+
 def xla_support(kind: str, count: int, virtual: bool, mode: str = "train") -> Support:
     """XLA (jit_compile) support of a device configuration and mode.
 

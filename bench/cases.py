@@ -20,11 +20,12 @@ XLA_CHOICES = {"off": (False,), "on": (True,), "both": (False, True)}
 
 @dataclass(frozen=True, order=True)
 class DeviceConfig:
-    """Where a case runs: ``count`` devices of ``kind`` (logical splits of one if ``virtual``)."""
+    """Where a case runs: ``count`` devices of ``kind`` (logical splits of one if ``virtual``) on each of ``nodes``."""
 
     kind: str
     count: int = 1
     virtual: bool = False
+    nodes: int = 1
 
     def __post_init__(self) -> None:
         if self.kind not in DEVICE_KINDS:
@@ -33,12 +34,21 @@ class DeviceConfig:
             raise UserError(f"device count must be >= 1; got {self.count}")
         if self.kind == "cpu" and self.count > 1 and not self.virtual:
             raise UserError("several CPU devices exist only as virtual devices (--virtual-devices N)")
+        if self.nodes < 1 or (self.nodes > 1 and self.virtual):
+            raise UserError(f"nodes must be >= 1 and a multi-node run has no virtual devices; got {self.nodes}")
 
     @property
     def label(self) -> str:
-        """``cpu``, ``cpu2-virtual``, ``gpu1``, ``gpu4``, ``gpu2-virtual``."""
+        """``cpu``, ``cpu2-virtual``, ``gpu1``, ``gpu4``, ``gpu2-virtual``, ``gpu8x2nodes``, ``cpux2nodes``."""
         base = "cpu" if self.kind == "cpu" and self.count == 1 else f"{self.kind}{self.count}"
+        if self.nodes > 1:
+            base += f"x{self.nodes}nodes"
         return f"{base}-virtual" if self.virtual else base
+
+    @property
+    def replicas(self) -> int:
+        """Replicas in sync: devices per node x nodes."""
+        return self.count * self.nodes
 
     @property
     def spec(self) -> str:
@@ -76,6 +86,7 @@ class Case:
     precision: str
     xla: bool
     per_replica_batch: int
+    nodes: int = 1
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -84,17 +95,17 @@ class Case:
             raise UserError(f"precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}")
         if self.per_replica_batch < 1:
             raise UserError(f"batch size must be a positive integer; got {self.per_replica_batch}")
-        DeviceConfig(self.device_kind, self.device_count, self.virtual)  # validates
+        self.device  # noqa: B018  (validates)
 
     @property
     def device(self) -> DeviceConfig:
         """The device configuration of this case."""
-        return DeviceConfig(self.device_kind, self.device_count, self.virtual)
+        return DeviceConfig(self.device_kind, self.device_count, self.virtual, self.nodes)
 
     @property
     def global_batch(self) -> int:
-        """Samples per step over all replicas (weak scaling)."""
-        return self.per_replica_batch * self.device_count
+        """Samples per step over all replicas on all nodes (weak scaling)."""
+        return self.per_replica_batch * self.device.replicas
 
     @property
     def id(self) -> str:
@@ -108,8 +119,8 @@ class Case:
 
     @classmethod
     def from_dict(cls, d: dict) -> Case:
-        """Inverse of :meth:`to_dict`; extra keys are ignored."""
-        return cls(**{f.name: d[f.name] for f in fields(cls)})
+        """Inverse of :meth:`to_dict`; extra keys are ignored (``nodes`` defaults to 1 for older results)."""
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d or f.name != "nodes"})
 
 
 def expand(
@@ -137,7 +148,7 @@ def expand(
                 for p in precisions:
                     for x in xla:
                         for b in batches:
-                            out.append(Case(w, mode, dev.kind, dev.count, dev.virtual, p, x, b))
+                            out.append(Case(w, mode, dev.kind, dev.count, dev.virtual, p, x, b, dev.nodes))
     seen: set[str] = set()
     unique = []
     for c in out:

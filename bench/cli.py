@@ -81,6 +81,17 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--shard", default="", metavar="I/N", help="run only shard I of N of the plan (merge with accelbench merge)"
     )
+    r.add_argument(
+        "--cluster",
+        choices=("tf_config", "slurm"),
+        default=None,
+        help="one worker per node under MultiWorkerMirroredStrategy: the same command on every node; "
+        "identity from TF_CONFIG or Slurm's variables; rank 0 writes the results",
+    )
+    r.add_argument("--run-id", default=None, help="the run's id (a cluster run needs the same one on every node)")
+    r.add_argument(
+        "--cluster-port", type=_positive_int, default=12345, help="with --cluster slurm: first port per node"
+    )
     r.add_argument("--no-report", action="store_true", help="do not write the HTML/Markdown report")
     r.add_argument("--reports-dir", default="reports", help="folder of reports (default reports/)")
     r.add_argument(
@@ -144,6 +155,18 @@ def cmd_run(a: argparse.Namespace) -> int:
     from bench.runner import Run
     from workloads import MODES, WORKLOADS
 
+    cluster = None
+    if a.cluster:
+        import os
+
+        from bench import cluster as cluster_mod
+
+        cluster = cluster_mod.resolve(a.cluster, os.environ, a.cluster_port)
+        a.run_id = a.resume or cluster_mod.run_id(a.run_id, cluster, os.environ)
+    if a.run_id:
+        from bench.runner import results_path
+
+        results_path(a.results_dir, a.run_id)  # a plain name, checked before anything starts
     opts = RunOptions(
         profile=a.profile,
         workloads=a.workloads or tuple(WORKLOADS),
@@ -158,9 +181,10 @@ def cmd_run(a: argparse.Namespace) -> int:
         sampler=not a.no_sampler,
         stall_timeout_s=a.stall_timeout,
         shard=a.shard,
+        nodes=cluster.world if cluster else 1,
     )
     prices = _prices(a.prices)  # a bad prices file fails before anything runs
-    if a.resume:
+    if a.resume and not cluster:
         from bench.runner import results_path
 
         given = (
@@ -184,15 +208,37 @@ def cmd_run(a: argparse.Namespace) -> int:
             raise UserError(f"--resume reruns the stored options of that run; drop {', '.join(given)}")
 
         storage.load(results_path(a.results_dir, a.resume))  # fail fast, before TensorFlow starts
+    elif a.resume and cluster and cluster.rank == 0:
+        from bench.runner import results_path
+
+        storage.load(results_path(a.results_dir, a.resume))
     machine = devices.discover()
 
-    run = Run(opts, machine, a.results_dir, sys.argv[1:], resume=a.resume, progress=_progress)
+    run = Run(
+        opts,
+        machine,
+        a.results_dir,
+        sys.argv[1:],
+        resume=a.resume,
+        progress=_progress,
+        cluster=cluster,
+        run_id=None if a.resume else a.run_id,
+    )
     print(
         f"accelbench run {run.run_id}: {len(run.plan)} cases "
         f"({sum(1 for _, s in run.plan if not s.supported)} unsupported), results -> {run.path}",
         file=sys.stderr,
     )
-    path = run.execute()
+    from bench.runner import ClusterFailed
+
+    try:
+        path = run.execute()
+    except ClusterFailed as e:
+        print(f"accelbench: {e}", file=sys.stderr)
+        return 1
+    if cluster is not None and cluster.rank > 0:
+        print(f"rank {cluster.rank} done; rank 0 ({cluster.workers[0]}) writes the results", file=sys.stderr)
+        return 0
     doc = storage.load(path)
     print(console.table(analysis.load_run(doc)))
     print(f"\nresults: {path}")

@@ -114,9 +114,27 @@ def gpu_bus_ids() -> list[str]:
     return out
 
 
+_LOCAL_DEVICES: list[str] = []  # set under MultiWorkerMirroredStrategy: sync only this worker's devices
+
+
+def sync_local_only(devices: Sequence[str]) -> None:
+    """Make :func:`sync` wait for these devices only (a cluster worker cannot sync remote ones)."""
+    _LOCAL_DEVICES[:] = list(devices)
+
+
 def sync() -> None:
-    """Wait for every device to finish its queued work."""
-    tf.test.experimental.sync_devices()
+    """Wait for every device (of this worker, in a cluster) to finish its queued work."""
+    if not _LOCAL_DEVICES:
+        tf.test.experimental.sync_devices()
+        return
+    # tf.test.experimental.sync_devices() syncs every logical device, remote ones included, and
+    # fails under MultiWorkerMirroredStrategy ("Haven't set up remote eager worker")
+    for d in _LOCAL_DEVICES:
+        with tf.device(d):
+            tf.raw_ops.SyncDevice()
+    from tensorflow.python.eager import context
+
+    context.async_wait()
 
 
 def apply_precision(precision: str, device_kind: str) -> str:
@@ -212,12 +230,18 @@ def check_placement(
         )
 
 
+def _short(name: str) -> str:
+    """``/job:worker/replica:0/task:1/device:GPU:0`` or ``/device:GPU:0`` -> ``GPU:0`` (the memory API's spelling)."""
+    kind, index = _device_key(name)
+    return f"{kind}:{index}"
+
+
 def memory_peaks(names: Sequence[str], virtual_cpu: bool) -> list[int | None]:
     """TensorFlow allocator peak bytes per device (one shared allocator for virtual CPUs)."""
     out: list[int | None] = []
     for name in names[:1] if virtual_cpu else names:
         try:
-            out.append(int(tf.config.experimental.get_memory_info(name.replace("/device:", ""))["peak"]))
+            out.append(int(tf.config.experimental.get_memory_info(_short(name))["peak"]))
         except (ValueError, tf.errors.OpError):
             out.append(None)
     return out
@@ -227,7 +251,7 @@ def reset_memory(names: Sequence[str]) -> None:
     """Reset allocator peaks, where the device supports it."""
     for name in names:
         try:
-            tf.config.experimental.reset_memory_stats(name.replace("/device:", ""))
+            tf.config.experimental.reset_memory_stats(_short(name))
         except (ValueError, tf.errors.OpError):
             pass
 
@@ -241,7 +265,12 @@ def plan_rounds(step_s: float, timing: Timing) -> tuple[int, int]:
 
 
 def final_loss(strategy: tf.distribute.Strategy, out: Any) -> float:
-    """Global mean loss from per-replica losses (each already divided by the global batch)."""
+    """Global mean loss from per-replica losses (each already divided by the global batch).
+
+    Across workers a SUM reduction (local results are only this worker's share).
+    """
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return float(strategy.reduce(tf.distribute.ReduceOp.SUM, out, axis=None))
     return float(sum(np.asarray(v, dtype=np.float64) for v in strategy.experimental_local_results(out)))
 
 
@@ -251,10 +280,13 @@ def timed_rounds(
     rounds: int,
     pedantic: Callable[..., Any],
     setup: Callable[[], None] | None = None,
+    barrier: Callable[[], None] | None = None,
 ) -> Any:
     """Run ``rounds`` rounds of ``steps_per_round`` steps, one sync per round, via ``pedantic``.
 
     ``setup`` runs before each round, outside the timed part (a progress heartbeat).
+    ``barrier`` closes each round inside the timed part (a cluster's inference rounds have no
+    collective of their own, so rank 0's round time would not cover the other workers).
     """
     last: list[Any] = [None]
 
@@ -263,6 +295,8 @@ def timed_rounds(
         for _ in range(steps_per_round):
             out = step()
         sync()
+        if barrier is not None:
+            barrier()
         last[0] = out
 
     pedantic(one_round, setup=setup, rounds=rounds, iterations=1, warmup_rounds=0)

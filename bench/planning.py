@@ -40,6 +40,7 @@ class RunOptions:
     sampler: bool = True
     stall_timeout_s: float | None = None
     shard: str = ""  # "i/n": this runner's share of the plan (accelbench merge joins the shards)
+    nodes: int = 1  # a cluster run (--cluster): workers in the cluster, one per node
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -62,6 +63,15 @@ class RunOptions:
             raise UserError(f"--stall-timeout must be a positive number of seconds; got {self.stall_timeout_s}")
         if self.shard:
             parse_shard(self.shard)
+        if self.nodes > 1:
+            if self.virtual_devices:
+                raise UserError(
+                    "--cluster runs have no virtual devices: each node is one MultiWorkerMirroredStrategy worker"
+                )
+            if self.devices != ("auto",) and len(self.devices) != 1:
+                raise UserError(f"--cluster takes one --devices (cpu or gpu:K per node); got {','.join(self.devices)}")
+            if self.shard:
+                raise UserError("--cluster and --shard do not mix: every node runs every case together")
         if self.sampler_interval_s < 0.1:
             raise UserError(f"--sampler-interval must be >= 0.1 s (<= 10 Hz); got {self.sampler_interval_s}")
 
@@ -103,6 +113,14 @@ def device_configs(opts: RunOptions, machine: Machine) -> list[DeviceConfig]:
     CPU where there is no GPU.
     """
     n_gpu = machine.tf_gpu_count
+    if opts.nodes > 1:  # every local GPU (else the CPU) on each node, all nodes in one strategy
+        spec = opts.devices[0] if opts.devices != ("auto",) else (f"gpu:{n_gpu}" if n_gpu else "cpu")
+        d = parse_device_spec(spec)
+        if d.kind == "gpu" and d.count > n_gpu:
+            raise UserError(
+                f"device {spec!r} asks for {d.count} GPUs per node; this node has {n_gpu} visible to TensorFlow"
+            )
+        return [DeviceConfig(d.kind, d.count, nodes=opts.nodes)]
     if opts.devices == ("auto",):
         configs = [DeviceConfig("cpu"), DeviceConfig("gpu", 1)] + [DeviceConfig("gpu", k) for k in _counts(n_gpu)]
     else:
@@ -135,6 +153,9 @@ def support(case: Case, machine: Machine) -> Support:
     x = capability.xla_support(case.device_kind, case.device_count, case.virtual, case.mode)
     if case.xla and not x.supported:
         return x
+    xc = capability.cluster_xla_support(case.device_kind, case.nodes)
+    if case.xla and not xc.supported:
+        return xc
     if case.device_kind == "gpu" and case.virtual:
         v = capability.virtual_gpu_split(machine.gpu_plan("gpu", case.device_count, True)["memory_total_bytes"])
         if not v.supported:

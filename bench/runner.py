@@ -26,6 +26,7 @@ from typing import Any
 
 from bench import __version__, records, storage
 from bench.cases import Case, DeviceConfig
+from bench.cluster import Cluster
 from bench.devices import Machine
 from bench.errors import UserError
 from bench.planning import RunOptions, plan
@@ -123,16 +124,28 @@ class Run:
         argv: list[str],
         resume: str | None = None,
         progress: Callable[..., Any] | None = None,
+        cluster: Cluster | None = None,
+        run_id: str | None = None,
     ):
         self.opts, self.machine, self.argv = opts, machine, argv
-        if resume:
+        self.cluster = cluster
+        # in a cluster only rank 0 owns the results file and the report; other ranks keep logs
+        self.owner = cluster is None or cluster.rank == 0
+        if resume and self.owner:
             self.path = results_path(results_dir, resume)
             self.doc = storage.load(self.path)
             self.opts = RunOptions.from_dict(self.doc["run"]["options"])
             self.run_id = resume
+            if cluster and self.opts != opts:
+                # the other nodes have no results file: they plan from the command line, so it
+                # must be the first attempt's
+                raise UserError(f"--resume {resume} --cluster: give the same options as the first attempt of the run")
         else:
-            self.run_id = new_run_id()
+            run_id = run_id or resume
+            self.run_id = run_id or new_run_id()
             self.path = results_path(results_dir, self.run_id)
+            if run_id and self.owner and self.path.exists():
+                raise UserError(f"{self.path} exists: pick another --run-id, or --resume {run_id}")
             self.doc = storage.new_document(
                 run={
                     "id": self.run_id,
@@ -144,6 +157,7 @@ class Run:
                     "options": opts.to_dict(),
                     "planned": [],
                     "shard": opts.shard or None,
+                    "cluster": cluster.to_dict() if cluster else None,
                     **ci_context(),
                 },
                 machine_info=machine_info(machine),
@@ -155,7 +169,8 @@ class Run:
         self.progress = progress
 
     def _save(self) -> None:
-        storage.write_atomic(self.path, self.doc)
+        if self.owner:
+            storage.write_atomic(self.path, self.doc)
 
     def execute(self) -> Path:
         """Run every missing case; returns the results path."""
@@ -177,13 +192,26 @@ class Run:
         try:
             idle = self._idle_power(todo)
             groups: dict[GroupKey, list[Case]] = {}
+            skip: set[str] = set()
+            if self.cluster:
+                # every rank starts the same workers for the same cases (only rank 0 knows what
+                # an earlier attempt finished: the workers agree on rank 0's list and skip it);
+                # a case a peer's failure cut short runs again
+                kept = {
+                    storage.case_id_of(r) for r in storage.records(self.doc) if not r["extra_info"].get("peer_failure")
+                }
+                skip = {c.id for c, sup in self.plan if sup.supported and c.id in kept}
+                todo = [c for c, sup in self.plan if sup.supported]
             for c in todo:
                 groups.setdefault(group_key(c), []).append(c)
             for key, cases in groups.items():
-                self._run_group(key, cases, idle, bar)
+                self._run_group(key, cases, idle, bar, skip)
             self.doc["run"]["status"] = "complete"
         except KeyboardInterrupt:
             self.doc["run"]["status"] = "interrupted"
+            raise
+        except ClusterFailed:
+            self.doc["run"]["status"] = "failed"
             raise
         finally:
             self.doc["run"]["end"] = _now()
@@ -222,20 +250,42 @@ class Run:
             "sampler_interval_s": self.opts.sampler_interval_s,
             "sampler": self.opts.sampler,
             "nvml_status": self.machine.nvml.reason or "ok",
+            "cluster": self.cluster.to_dict() if self.cluster else None,
         }
 
-    def _run_group(self, key: GroupKey, cases: list[Case], idle: dict, bar) -> None:
-        remaining = list(cases)
+    def _run_group(self, key: GroupKey, cases: list[Case], idle: dict, bar, skip: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+        remaining = [c for c in cases if c.id not in skip]
         logdir = self.path.with_suffix(".logs")
         logdir.mkdir(parents=True, exist_ok=True)
         attempt = 0
-        while remaining:
+        while remaining or (self.cluster and attempt == 0):  # a cluster worker starts on every rank
             attempt += 1
             with tempfile.TemporaryDirectory() as d:
                 plan_path, spool = Path(d) / "plan.json", Path(d) / "spool.jsonl"
-                plan_path.write_text(json.dumps(self._plan_for(key, remaining, idle)))
+                plan = self._plan_for(key, cases if self.cluster else remaining, idle)
+                plan["skip"] = sorted(skip)
+                plan_path.write_text(json.dumps(plan))
                 log = logdir / f"{group_label(key)}-{attempt}.log"
+                if self.cluster and self.cluster.rank > 0:
+                    log = logdir / f"rank{self.cluster.rank}.log"
                 end = self._watch_worker(plan_path, spool, log, remaining, bar)
+            if end.fatal:
+                raise UserError(end.fatal)
+            if self.cluster and (remaining or end.rc):
+                # a cluster cannot restart one worker (no rejoin): the case in flight is the
+                # casualty (unless its worker recorded it), the rest stay for --resume
+                hit = [c for c in remaining if c.id == end.case_id]
+                if hit and end.rc:
+                    info = self._casualty(hit[0], end, log)
+                    info["peer_failure"] = True
+                    storage.add_record(self.doc, records.unmeasured(hit[0], info))
+                    self._save()
+                if remaining or end.rc:
+                    raise ClusterFailed(
+                        f"rank {self.cluster.rank}: the cluster broke "
+                        f"({'during ' + end.case_id if end.case_id else 'at start-up'}; worker exit {end.rc}); "
+                        f"finished cases are saved, --resume {self.run_id} runs the rest; log {log}"
+                    )
             if remaining and end.rc is not None:
                 # the worker died or hung while running a case: that case is the casualty
                 hit = [c for c in remaining if c.id == end.case_id]
@@ -274,6 +324,8 @@ class Run:
         """Run one worker; merge its records as they arrive; kill it when it stalls."""
         env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", PYTHONUNBUFFERED="1")
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        if self.cluster:
+            env["TF_CONFIG"] = self.cluster.tf_config()  # one code path for every launcher
         end = WorkerEnd()
         with open(log, "w") as logf:
             proc = subprocess.Popen(
@@ -282,6 +334,7 @@ class Run:
                 stderr=subprocess.STDOUT,
                 env=env,
                 stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,
             )
             offset, last = 0, time.monotonic()
             try:
@@ -314,6 +367,12 @@ class Run:
         complete, rest = lines[:-1], lines[-1]
         for line in complete:
             rec = json.loads(line)
+            if "fatal" in rec:
+                end.fatal = str(rec["fatal"])
+                continue
+            if "skipped" in rec:  # measured in an earlier attempt (cluster resume)
+                remaining[:] = [c for c in remaining if c.id != rec["skipped"]]
+                continue
             if "heartbeat" in rec:
                 end.case_id, end.phase = rec["heartbeat"].get("case_id"), rec["heartbeat"].get("phase")
                 if bar is not None:
@@ -344,6 +403,22 @@ class WorkerEnd:
     stalled: bool = False
     case_id: str | None = None
     phase: str | None = None
+    fatal: str | None = None  # a worker's one-line reason to stop the run (exit 2)
+
+
+class ClusterFailed(Exception):
+    """A worker of a cluster run died or lost its peers: the run ends (no rejoin), --resume continues."""
+
+
+def _die_with_parent() -> None:
+    """In the worker before exec: die when the parent dies (Linux), so no worker outlives a killed run."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _log_tail(log: Path, n: int = 3) -> str:

@@ -111,9 +111,9 @@ def build_case(case: Case, profile: str, strategy: tf.distribute.Strategy, names
         # Called once per replica; the device scope puts each replica's data on its device
         # (distribute_values_from_function alone leaves it on the first device).
         def fn(ctx: Any) -> Any:
-            r = ctx.replica_id_in_sync_group
+            r = ctx.replica_id_in_sync_group  # global across workers: rank x local devices + local index
             if r not in batches:
-                with tf.device(names[r]):
+                with tf.device(names[r % len(names)]):  # names: this worker's devices
                     batches[r] = w.make_batch(size, case.per_replica_batch, seed=17 + r)
             return batches[r][i]
 

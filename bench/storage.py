@@ -42,6 +42,7 @@ CASE_COLUMNS = [
     "global_batch",
     "status",
     "reason",
+    "nodes",  # after the contract's first 14 columns: 1, or the number of nodes of a cluster run
 ]
 FIGURE_COLUMNS = [
     "params",

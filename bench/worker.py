@@ -46,7 +46,9 @@ class WorkerSession:
         self.timing = Timing(**plan["timing"])
         self.cases = {c["case_id"]: Case.from_dict(c) for c in plan["cases"]}
         self.probes: dict[str, Any] = {}
+        self.skip: set[str] = set()
         self.setup_error: str | None = None
+        self.cluster: dict = plan.get("cluster") or {}  # empty: not a cluster run
         self.heartbeat(None, "starting TensorFlow")
         try:
             self._setup()
@@ -61,7 +63,10 @@ class WorkerSession:
         self.tf, self.measure, self.telemetry = tf, measure, telemetry
         gpu = self.plan.get("gpu") or {}
         self.names = measure.configure_devices(self.device, gpu.get("memory_total_bytes"), gpu.get("cuda_ordinals"))
-        self.strategy, self.all_reduce = measure.make_strategy(self.device, self.names)
+        if self.cluster:
+            self._setup_cluster()
+        else:
+            self.strategy, self.all_reduce = measure.make_strategy(self.device, self.names)
         self.host = telemetry.HostMonitor()
         if self.device.kind == "cpu":
             status = self.plan.get("nvml_status", "not checked")
@@ -75,8 +80,42 @@ class WorkerSession:
         else:
             self.gpus = telemetry.open_gpus(list(range(1 if self.device.virtual else self.device.count)))
 
+    def _setup_cluster(self) -> None:
+        """MultiWorkerMirroredStrategy from TF_CONFIG, created before anything else runs; plans compared."""
+        import keras
+
+        from bench import multiworker
+        from bench.cluster import plan_fingerprint
+
+        self.heartbeat(None, f"joining the cluster as rank {self.cluster['rank']} of {self.cluster['world']}")
+        self.strategy, self.all_reduce = multiworker.make_strategy(self.device)
+        self.mw = multiworker
+        self.names = list(self.strategy.extended.worker_devices)
+        self.measure.sync_local_only(self.names)
+        ids = [c["case_id"] for c in self.plan["cases"]]
+        mine = plan_fingerprint(self.plan, (self.tf.__version__, keras.__version__))
+        seen = [int(v) for v in multiworker.gather_rows(self.strategy, [float(mine)])[:, 0]]
+        if len(set(seen)) > 1:
+            odd = [r for r, v in enumerate(seen) if v != seen[0]]
+            self.fatal(
+                f"nodes disagree on the plan (cases, profile, timing, devices or TensorFlow/Keras versions): "
+                f"rank(s) {odd} differ from rank 0; run the same accelbench command and versions on every node"
+            )
+        # on --resume only rank 0 knows which cases an earlier attempt finished: agree on its list
+        mine_skip = set(self.plan.get("skip") or [])
+        agreed = multiworker.gather_rows(self.strategy, [1.0 if i in mine_skip else 0.0 for i in ids])[0]
+        self.skip = {i for i, m in zip(ids, agreed) if m == 1.0}
+
+    def fatal(self, message: str) -> None:
+        """Tell the parent (one line, exit 2 there) and leave at once."""
+        self._write({"fatal": message}, durable=True)
+        os._exit(2)
+
     def close(self) -> None:
-        """Nothing to release beyond what the process exit frees."""
+        """In a cluster: a last barrier, so no worker leaves while another still needs it."""
+        if getattr(self, "cluster", None) and not self.setup_error:
+            self.heartbeat(None, "final barrier")
+            self.mw.barrier(self.strategy)
 
     def _write(self, record: dict, durable: bool) -> None:
         if self.spool is None:
@@ -106,6 +145,9 @@ class WorkerSession:
         from bench import records
         from workloads import WORKLOADS
 
+        if case_id in self.skip:
+            self._write({"skipped": case_id}, durable=True)
+            pytest.skip("measured in an earlier attempt of this run")
         case = self.cases[case_id]
         w = WORKLOADS[case.workload]
         info = records.base_info(case, self.plan["run_id"], w.flops_per_sample(w.size(self.plan["profile"]), case.mode))
@@ -129,6 +171,16 @@ class WorkerSession:
         except self.measure.NumericsError as e:
             info.update(status="numerics", reason=str(e))
         except Exception as e:  # a failing case is data; the run goes on
+            if self.cluster and self.mw.is_peer_failure(e):
+                # another worker died: the cluster cannot recover (no rejoin). This case is the
+                # casualty; the rest stay unrecorded, so --resume runs them.
+                info.update(
+                    status="error",
+                    reason=f"a peer worker failed; rank {self.cluster['rank']} saw: {_tail(e)}",
+                    peer_failure=True,
+                )
+                self._write(records.unmeasured(case, info), durable=True)
+                os._exit(3)
             info.update(status="error", reason=_tail(e))
             info["traceback_tail"] = traceback.format_exc()[-2000:]
         finally:
@@ -178,11 +230,19 @@ class WorkerSession:
 
         self.heartbeat(cid, "calibrating")
         n, t0 = 0, time.perf_counter()
-        while n < 2 or (time.perf_counter() - t0 < min(0.2, self.timing.min_round_s) and n < 1000):
-            built.step()
-            m.sync()
-            n += 1
-        k, rounds = m.plan_rounds((time.perf_counter() - t0) / n, self.timing)
+        if self.cluster:  # a step count every worker shares, then the slowest worker's step time
+            for _ in range(5):
+                built.step()
+                m.sync()
+            n = 5
+            step_s = self.mw.agree_max(self.strategy, (time.perf_counter() - t0) / n)
+        else:
+            while n < 2 or (time.perf_counter() - t0 < min(0.2, self.timing.min_round_s) and n < 1000):
+                built.step()
+                m.sync()
+                n += 1
+            step_s = (time.perf_counter() - t0) / n
+        k, rounds = m.plan_rounds(step_s, self.timing)
 
         window = self.telemetry.Window(
             self.gpus,
@@ -198,7 +258,8 @@ class WorkerSession:
 
         window.begin()
         try:
-            last = m.timed_rounds(built.step, k, rounds, benchmark.pedantic, setup=between_rounds)
+            barrier = (lambda: self.mw.barrier(self.strategy)) if self.cluster and case.mode == "infer" else None
+            last = m.timed_rounds(built.step, k, rounds, benchmark.pedantic, setup=between_rounds, barrier=barrier)
         finally:
             window.stop()
         meas = window.end()
@@ -211,7 +272,9 @@ class WorkerSession:
                 raise m.NumericsError(f"loss is {loss} after the timed rounds")
         else:
             self.heartbeat(cid, "latency")
-            lat = m.latencies(built.step, self.timing.latency_steps, self.timing.case_budget_s / 4)
+            # a fixed count in a cluster (no collective here, but every worker leaves together)
+            budget = float("inf") if self.cluster else self.timing.case_budget_s / 4
+            lat = m.latencies(built.step, self.timing.latency_steps, budget)
             out.update(
                 latency_p50_s=m.stats.percentile(lat, 50),
                 latency_p90_s=m.stats.percentile(lat, 90),
@@ -225,7 +288,26 @@ class WorkerSession:
         out["mfu_measured"] = achieved / out["peak_tflops_measured"] if out["peak_tflops_measured"] else None
         samples = case.global_batch * k * rounds
         out.update(self.telemetry.derive(meas, samples, self._idle_w()))
+        if self.cluster:
+            out.update(self._gather_nodes(out, samples))
         return out
+
+    def _gather_nodes(self, out: dict, samples: int) -> dict:
+        """Per-node energy, peak memory and host RSS, all-gathered; energy is the nodes' sum."""
+        keys = ("energy_j", "device_peak_mem_bytes", "host_peak_rss_bytes", "power_mean_w")
+        rows = self.mw.gather_rows(self.strategy, [float("nan") if out.get(k) is None else float(out[k]) for k in keys])
+        per = {f"per_node_{k}": [None if math.isnan(v) else v for v in rows[:, i]] for i, k in enumerate(keys)}
+        energy = per["per_node_energy_j"]
+        total = sum(energy) if all(e is not None for e in energy) else None  # type: ignore[arg-type]
+        return {
+            **per,
+            "energy_j": total,
+            "energy_j_per_sample": total / samples if total else None,
+            "samples_per_joule": samples / total if total else None,
+            "cluster_rank": self.cluster["rank"],
+            "cluster_world": self.cluster["world"],
+            "cluster_hosts": sorted(set(h.rsplit(":", 1)[0] for h in self.cluster["workers"])),
+        }
 
     @property
     def _virtual_cpu(self) -> bool:

@@ -118,24 +118,46 @@ def status_counts(run: RunData) -> dict[str, int]:
     return {str(k): int(v) for k, v in run.table["status"].value_counts().items()}
 
 
-def scaling(run: RunData) -> pd.DataFrame:
-    """Multi-device cases: throughput vs the same case on one device, efficiency with CI."""
+def _nodes(row: pd.Series) -> int:
+    n = row.get("nodes")
+    return 1 if n is None or pd.isna(n) else int(n)
+
+
+def single_device_id(row: pd.Series) -> str:
+    """The same case on one device of one node: ``gpu8x2nodes`` -> ``gpu1``, ``cpux2nodes``/``cpu2-virtual`` -> ``cpu``."""
+    label = (
+        f"{row['device_kind']}{row['device_count']}"
+        if row["device_kind"] == "gpu" or row["device_count"] > 1
+        else "cpu"
+    )
+    if _nodes(row) > 1:
+        label += f"x{_nodes(row)}nodes"
+    one = row["case_id"].replace(f"-{label}", "-gpu1" if row["device_kind"] == "gpu" else "-cpu", 1)
+    return one.replace("-virtual", "")
+
+
+def scaling(run: RunData, pool: dict[str, list[float]] | None = None) -> pd.DataFrame:
+    """Multi-device and multi-node cases: throughput vs the same case on one device, efficiency with CI.
+
+    ``pool``: samples of other runs (the single-node results given beside a cluster run's), used
+    where this run lacks the one-device case.
+    """
     t = run.table[run.table["status"] == "ok"]
+    samples = {**(pool or {}), **run.samples}
     out = []
-    for _, row in t[t["device_count"] > 1].iterrows():
-        one = row["case_id"].replace(
-            f"-{row['device_kind']}{row['device_count']}",
-            f"-{row['device_kind']}1" if row["device_kind"] == "gpu" else "-cpu",
-            1,
-        )
-        one = one.replace("-virtual", "")
-        a, b = run.samples.get(row["case_id"]), run.samples.get(one)
-        eff = stats.scaling_efficiency(a, b, int(row["device_count"])) if a and b else None
+    for _, row in t.iterrows():
+        devices = int(row["device_count"]) * _nodes(row)
+        if devices < 2:
+            continue
+        one = single_device_id(row)
+        a, b = samples.get(row["case_id"]), samples.get(one)
+        eff = stats.scaling_efficiency(a, b, devices) if a and b else None
         out.append(
             {
                 "case_id": row["case_id"],
                 "single_case": one,
-                "devices": int(row["device_count"]),
+                "devices": devices,
+                "nodes": _nodes(row),
                 "virtual": bool(row["virtual"]),
                 "samples_per_s": float(row["samples_per_s"]),
                 "single_samples_per_s": float(pd.Series(b).median()) if b else None,
@@ -144,7 +166,16 @@ def scaling(run: RunData) -> pd.DataFrame:
         )
     return pd.DataFrame(
         out,
-        columns=["case_id", "single_case", "devices", "virtual", "samples_per_s", "single_samples_per_s", "efficiency"],
+        columns=[
+            "case_id",
+            "single_case",
+            "devices",
+            "nodes",
+            "virtual",
+            "samples_per_s",
+            "single_samples_per_s",
+            "efficiency",
+        ],
     )
 
 

@@ -56,6 +56,19 @@ def machine_identity(doc: dict) -> tuple:
     )
 
 
+def cluster_line(run: RunData) -> str | None:
+    """``cluster: 2 workers (tf_config) on 127.0.0.1, all-reduce CollectiveAllReduce/RING`` for a cluster run."""
+    c = run.doc.get("run", {}).get("cluster")
+    if not c:
+        return None
+    hosts = sorted({str(w).rsplit(":", 1)[0] for w in c.get("workers", [])})
+    reduces = sorted({str(x) for x in run.table["all_reduce"].dropna()}) if "all_reduce" in run.table else []
+    return (
+        f"cluster: {c.get('world')} workers, one per node ({c.get('launcher')}), on {', '.join(hosts)}; "
+        f"all-reduce {', '.join(reduces) or '-'}; interconnect not measured"
+    )
+
+
 def _gpu_name(doc: dict) -> str | None:
     gpus = doc.get("machine_info", {}).get("accelbench", {}).get("gpus", [])
     return gpus[0].get("name") if gpus else None
@@ -201,8 +214,8 @@ def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:.4g}"
 
 
-def _scaling(run: RunData) -> list:
-    sc = analysis.scaling(run)
+def _scaling(run: RunData, pool: dict[str, list[float]] | None = None) -> list:
+    sc = analysis.scaling(run, pool)
     if sc.empty:
         return [Para("No multi-device cases in this run.", cls="na")]
     rows = [
@@ -212,7 +225,7 @@ def _scaling(run: RunData) -> list:
                 badge="(virtual devices: shared silicon, checks correctness, not scaling)" if r["virtual"] else None,
                 badge_cls="virtual",
             ),
-            Cell(r["devices"], cls="num"),
+            Cell(r["devices"] if r["nodes"] == 1 else f"{r['devices']} ({r['nodes']} nodes)", cls="num"),
             num(r["samples_per_s"]),
             num(r["single_samples_per_s"]),
             Cell(fmt_ratio(r["efficiency"], pct=True), cls="num"),
@@ -425,6 +438,7 @@ def _environment(doc: dict) -> Table:
         ["profile", run.get("profile")],
         ["run", f"{run.get('id')} {run.get('start')} -> {run.get('end')} ({run.get('status')})"],
         ["testbed / runner", f"{run.get('testbed') or '-'} / {run.get('runner_name') or '-'}"],
+        ["cluster", ", ".join(str(w) for w in (run.get("cluster") or {}).get("workers", [])) or "-"],
         ["RAPL", ab.get("rapl")],
     ]
     return Table(["", ""], rows)
@@ -496,15 +510,19 @@ def html_report(
                 "failed": sum(v for k, v in counts.items() if k not in ("ok", "unsupported")),
                 "status": run.doc["run"].get("status"),
                 "profile": run.doc["run"].get("profile"),
+                "cluster": cluster_line(run),
             }
         )
+    pool = {
+        cid: smp for r in runs for cid, smp in r.samples.items()
+    }  # a cluster run's 1-device baseline may sit in another file
     sections = [Section("Headline: best configuration vs CPU fp32", _headline(runs))]
     for run in runs:
         sfx = f" - {run.label}" if len(runs) > 1 else ""
         sections += [
             Section(f"Speed-up matrix (vs CPU fp32, same workload, mode and batch){sfx}", [_matrix(run)]),
             Section(f"Throughput{sfx}", _throughput(run)),
-            Section(f"Multi-device scaling{sfx}", _scaling(run)),
+            Section(f"Multi-device and multi-node scaling{sfx}", _scaling(run, pool)),
             Section(
                 f"Precision gains (vs fp32 on the same devices){sfx}",
                 _gains(analysis.precision_gains(run), "No mixed-precision or TF32 case was measured."),
