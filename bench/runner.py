@@ -210,7 +210,7 @@ class Run:
         except KeyboardInterrupt:
             self.doc["run"]["status"] = "interrupted"
             raise
-        except ClusterFailed:
+        except (ClusterFailed, UserError):
             self.doc["run"]["status"] = "failed"
             raise
         finally:

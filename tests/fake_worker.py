@@ -4,7 +4,8 @@ With 3 or more cases it finishes the first and then, "during" the second, dies b
 OOM-killed worker would (FAKE_WORKER=kill, the default) or hangs forever after a heartbeat, as a
 worker stuck in an NCCL all-reduce would (FAKE_WORKER=hang); otherwise it finishes every case.
 FAKE_WORKER=fail:TEXT instead finishes every case, recording those whose id contains TEXT as
-failed (as a broken GPU path would be).
+failed (as a broken GPU path would be). FAKE_WORKER=fatal:TEXT stops at once with TEXT as the
+reason to end the run (a cluster worker finding that the nodes disagree on the plan).
 """
 
 import json
@@ -39,6 +40,10 @@ stats = {
     "data": [0.1] * 6,
     "iterations": 1,
 }
+if os.environ.get("FAKE_WORKER", "").startswith("fatal:"):  # a cluster worker whose nodes disagree
+    with open(spool, "a") as f:
+        f.write(json.dumps({"fatal": os.environ["FAKE_WORKER"][6:]}) + "\n")
+    sys.exit(2)
 for i, c in enumerate(plan["cases"]):
     mode = os.environ.get("FAKE_WORKER", "kill")
     if i == 1 and len(plan["cases"]) >= 3 and not mode.startswith("fail:"):

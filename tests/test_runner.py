@@ -130,3 +130,33 @@ def test_fp32_and_tf32_cases_run_in_separate_workers(tmp_path, monkeypatch):
     assert [[c["precision"] for c in p["cases"]] for p in plans] == [["fp32"], ["tf32"]]
     assert plans[0]["gpu"] == {"cuda_ordinals": [0], "pci_bus_ids": ["0000:00:00.0"], "memory_total_bytes": 40 * 2**30}
     assert sorted(p.name for p in path.with_suffix(".logs").iterdir()) == ["gpu1-tf32off-1.log", "gpu1-tf32on-1.log"]
+
+
+def test_cluster_ranks_own_their_files_and_a_fatal_worker_ends_the_run(tmp_path, monkeypatch):
+    import pytest
+
+    from bench.cluster import Cluster
+    from bench.errors import UserError
+
+    monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
+    monkeypatch.setenv("FAKE_WORKER", "fail:nothing")  # every case finishes
+    opts = RunOptions(
+        profile="smoke", workloads=("mlp",), modes=("train",), devices=("cpu",), precisions=("fp32",), nodes=2
+    )
+    workers = ("127.0.0.1:1", "127.0.0.1:2")
+    rank1 = runner.Run(opts, machine(), tmp_path / "r1", ["run"], cluster=Cluster("tf_config", 1, workers), run_id="c1")
+    rank1.execute()
+    assert not (tmp_path / "r1" / "c1.json").exists() and (tmp_path / "r1" / "c1.logs" / "rank1.log").exists()
+    rank0 = runner.Run(opts, machine(), tmp_path / "r0", ["run"], cluster=Cluster("tf_config", 0, workers), run_id="c1")
+    doc = storage.load(rank0.execute())
+    assert doc["run"]["cluster"]["world"] == 2 and [storage.case_id_of(r) for r in doc["benchmarks"]] == [
+        "mlp-train-cpux2nodes-fp32-b64"
+    ]
+    with pytest.raises(UserError, match="exists"):
+        runner.Run(opts, machine(), tmp_path / "r0", ["run"], cluster=Cluster("tf_config", 0, workers), run_id="c1")
+
+    monkeypatch.setenv("FAKE_WORKER", "fatal:nodes disagree on the plan: rank(s) [1] differ from rank 0")
+    run = runner.Run(opts, machine(), tmp_path / "r2", ["run"], cluster=Cluster("tf_config", 0, workers), run_id="c2")
+    with pytest.raises(UserError, match="nodes disagree on the plan"):
+        run.execute()
+    assert storage.load(tmp_path / "r2" / "c2.json")["run"]["status"] == "failed"
