@@ -103,6 +103,7 @@ def test_two_workers_on_loopback_through_tf_config(tmp_path):
     html = (tmp_path / "rep0" / "pair" / "index.html").read_text()
     assert "cluster: 2 workers, one per node (tf_config), on 127.0.0.1; all-reduce CollectiveAllReduce/RING" in html
     assert "2 (2 nodes)" in html  # the scaling row
+    assert "Per node (a cluster run" in html and "rank 1 (127.0.0.1:" in html
     assert not _gone(_descendants(procs), 1)
 
 

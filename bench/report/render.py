@@ -275,7 +275,32 @@ def _energy(run: RunData) -> list:
         )
     headers = ["case", "J/sample", "samples/J", "mean W", "max W", "J above idle"]
     headers += ["throttling (power, thermal, slowdown)", "other clock events (idle, app clocks, sync boost)"]
-    return [Table(headers, rows), *_power_charts(run)]
+    return [Table(headers, rows), *_per_node(run), *_power_charts(run)]
+
+
+def _per_node(run: RunData) -> list:
+    """A cluster run's figures node by node (all-gathered by the workers onto rank 0)."""
+    rows: list[list] = []
+    workers = (run.doc.get("run", {}).get("cluster") or {}).get("workers", [])
+    for rec in run.doc.get("benchmarks", []):
+        e = rec["extra_info"]
+        if not e.get("per_node_host_peak_rss_bytes"):
+            continue
+        for i, rss in enumerate(e["per_node_host_peak_rss_bytes"]):
+            rows.append(
+                [
+                    e["case_id"],
+                    f"rank {i}" + (f" ({workers[i]})" if i < len(workers) else ""),
+                    num((e.get("per_node_energy_j") or [None] * (i + 1))[i], "{:.1f}"),
+                    num((e.get("per_node_power_mean_w") or [None] * (i + 1))[i], "{:.0f}"),
+                    _mib((e.get("per_node_device_peak_mem_bytes") or [None] * (i + 1))[i], "{:.1f}"),
+                    _mib(rss, "{:.0f}"),
+                ]
+            )
+    if not rows:
+        return []
+    headers = ["case", "node", "energy J", "mean W", "device peak MiB", "host peak RSS MiB"]
+    return [Para("Per node (a cluster run: energy is the nodes' sum above)."), Table(headers, rows)]
 
 
 def _power_charts(run: RunData) -> list:
