@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -253,7 +253,7 @@ class Run:
             "cluster": self.cluster.to_dict() if self.cluster else None,
         }
 
-    def _run_group(self, key: GroupKey, cases: list[Case], idle: dict, bar, skip: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    def _run_group(self, key: GroupKey, cases: list[Case], idle: dict, bar, skip: Collection[str] = ()) -> None:
         remaining = [c for c in cases if c.id not in skip]
         logdir = self.path.with_suffix(".logs")
         logdir.mkdir(parents=True, exist_ok=True)
@@ -280,12 +280,11 @@ class Run:
                     info["peer_failure"] = True
                     storage.add_record(self.doc, records.unmeasured(hit[0], info))
                     self._save()
-                if remaining or end.rc:
-                    raise ClusterFailed(
-                        f"rank {self.cluster.rank}: the cluster broke "
-                        f"({'during ' + end.case_id if end.case_id else 'at start-up'}; worker exit {end.rc}); "
-                        f"finished cases are saved, --resume {self.run_id} runs the rest; log {log}"
-                    )
+                raise ClusterFailed(
+                    f"rank {self.cluster.rank}: the cluster broke "
+                    f"({'during ' + end.case_id if end.case_id else 'at start-up'}; worker exit {end.rc}); "
+                    f"finished cases are saved, --resume {self.run_id} runs the rest; log {log}"
+                )
             if remaining and end.rc is not None:
                 # the worker died or hung while running a case: that case is the casualty
                 hit = [c for c in remaining if c.id == end.case_id]

@@ -54,6 +54,8 @@ class WorkerSession:
             self._setup()
         except Exception as e:  # every case of this worker fails with the reason, none is lost
             self.setup_error = f"worker setup failed: {_tail(e)}"
+            if self.cluster:  # the other nodes cannot go on without this one: stop the run here
+                self.fatal(f"rank {self.cluster['rank']}: {self.setup_error}")
 
     def _setup(self) -> None:
         import tensorflow as tf
@@ -113,7 +115,7 @@ class WorkerSession:
 
     def close(self) -> None:
         """In a cluster: a last barrier, so no worker leaves while another still needs it."""
-        if getattr(self, "cluster", None) and not self.setup_error:
+        if self.cluster and not self.setup_error:
             self.heartbeat(None, "final barrier")
             self.mw.barrier(self.strategy)
 
@@ -193,6 +195,10 @@ class WorkerSession:
         else:
             record = records.unmeasured(case, info)
         self._write(record, durable=True)
+        if self.cluster and info["status"] != "ok":
+            # the other workers are still inside this case's collectives: going on to the next
+            # case would desynchronise them. Leave; they see a peer failure and stop too.
+            os._exit(3)
         if info["status"] != "ok":
             pytest.fail(f"{case_id}: {info['status']}: {info['reason']}", pytrace=False)
 
