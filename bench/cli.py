@@ -163,9 +163,9 @@ def cmd_run(a: argparse.Namespace) -> int:
 
         cluster = cluster_mod.resolve(a.cluster, os.environ, a.cluster_port)
         a.run_id = a.resume or cluster_mod.run_id(a.run_id, cluster, os.environ)
-    if a.run_id:
-        from bench.runner import results_path
+    from bench.runner import results_path
 
+    if a.run_id:
         results_path(a.results_dir, a.run_id)  # a plain name, checked before anything starts
     opts = RunOptions(
         profile=a.profile,
@@ -184,9 +184,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         nodes=cluster.world if cluster else 1,
     )
     prices = _prices(a.prices)  # a bad prices file fails before anything runs
-    if a.resume and not cluster:
-        from bench.runner import results_path
-
+    if a.resume and not cluster:  # a cluster's other nodes plan from the command line: it stays whole there
         given = (
             [
                 flag
@@ -206,12 +204,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         )
         if given:
             raise UserError(f"--resume reruns the stored options of that run; drop {', '.join(given)}")
-
+    if a.resume and (cluster is None or cluster.rank == 0):  # only rank 0 of a cluster has the file
         storage.load(results_path(a.results_dir, a.resume))  # fail fast, before TensorFlow starts
-    elif a.resume and cluster and cluster.rank == 0:
-        from bench.runner import results_path
-
-        storage.load(results_path(a.results_dir, a.resume))
     machine = devices.discover()
 
     run = Run(

@@ -5,10 +5,18 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from test_capability import machine
 
 from bench import runner, storage
 from bench.planning import RunOptions
+
+
+@pytest.fixture(autouse=True)
+def fake_worker(monkeypatch):
+    """Every runner test starts the stand-in worker instead of TensorFlow's."""
+    monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
+
 
 OPTS = RunOptions(
     profile="smoke",
@@ -21,7 +29,6 @@ OPTS = RunOptions(
 
 
 def test_a_worker_killed_mid_case_costs_only_that_case(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
     run = runner.Run(OPTS, machine(), tmp_path, ["run"])
     path = run.execute()
     doc = storage.load(path)
@@ -37,7 +44,6 @@ def test_a_worker_killed_mid_case_costs_only_that_case(tmp_path, monkeypatch):
 
 
 def test_the_case_in_flight_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
     opts = RunOptions(
         profile="smoke",
         workloads=("mlp", "cnn"),
@@ -65,7 +71,6 @@ def test_the_case_in_flight_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
 
 
 def test_resume_keeps_finished_cases_and_runs_the_missing(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
     path = runner.Run(OPTS, machine(), tmp_path, ["run"]).execute()
     doc = storage.load(path)
     doc["benchmarks"] = doc["benchmarks"][:1]
@@ -77,7 +82,6 @@ def test_resume_keeps_finished_cases_and_runs_the_missing(tmp_path, monkeypatch)
 
 
 def test_a_hung_worker_costs_one_timeout_case_not_the_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
     monkeypatch.setenv("FAKE_WORKER", "hang")
     opts = RunOptions(
         profile="smoke",
@@ -119,7 +123,6 @@ def test_one_worker_per_device_tf32_and_xla_group():
 
 def test_fp32_and_tf32_cases_run_in_separate_workers(tmp_path, monkeypatch):
     seen = tmp_path / "plans.txt"
-    monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
     monkeypatch.setenv("FAKE_WORKER_PLANS", str(seen))
     m = machine(tf_gpus=[("NVIDIA A100-SXM4-40GB", (8, 0))], nvml_gpus=1)
     opts = RunOptions(
@@ -133,12 +136,9 @@ def test_fp32_and_tf32_cases_run_in_separate_workers(tmp_path, monkeypatch):
 
 
 def test_cluster_ranks_own_their_files_and_a_fatal_worker_ends_the_run(tmp_path, monkeypatch):
-    import pytest
-
     from bench.cluster import Cluster
     from bench.errors import UserError
 
-    monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
     monkeypatch.setenv("FAKE_WORKER", "fail:nothing")  # every case finishes
     opts = RunOptions(
         profile="smoke", workloads=("mlp",), modes=("train",), devices=("cpu",), precisions=("fp32",), nodes=2

@@ -183,3 +183,22 @@ def test_a_year_of_200_cases_builds_and_stays_small(tmp_path):
     assert size < 50 * 2**20 and store < 10 * 2**20
     assert (tmp_path / "site" / "trends" / "h100x8.html").read_text().count('<div class="panel">') == 200
     print(f"365 nights x 200 cases: site built in {took:.1f} s, {size / 2**20:.1f} MiB; store {store / 2**20:.1f} MiB")
+
+
+def test_card_scaling_counts_devices_across_nodes():
+    from bench.site import metrics
+
+    def case(count, nodes, value):
+        return {
+            "workload": "cnn", "mode": "train", "device_kind": "gpu", "device_count": count, "nodes": nodes,
+            "virtual": False, "precision": "fp32", "xla": False, "per_replica_batch": 64, "status": "ok",
+            "value": value, "samples": [value * (1 + 0.001 * k) for k in range(-3, 4)],
+        }  # fmt: skip
+
+    night = {
+        "cases": {"cnn-train-gpu1-fp32-b64": case(1, 1, 1000.0), "cnn-train-gpu8x2nodes-fp32-b64": case(8, 2, 14400.0)}
+    }
+    (h,) = metrics.headline(night)
+    assert h.scaling_case == "cnn-train-gpu8x2nodes-fp32-b64" and h.scaling.value == pytest.approx(
+        0.9
+    )  # 14400 / (16 x 1000)

@@ -111,27 +111,11 @@ def cmd_add(a: argparse.Namespace) -> int:
     return 0
 
 
-def verdicts(store_dir: str, testbed: str | None):
-    """Judge every testbed (or one) of a store."""
-    from bench.history.detect import judge_testbed
-    from bench.history.store import Store
-    from bench.history.summarise import HistoryError
-
-    store = Store(store_dir)
-    tbs = store.testbeds()
-    if testbed:
-        if testbed not in tbs:
-            raise HistoryError(f"no testbed {testbed!r} in {store_dir} (have: {', '.join(tbs) or 'none'})")
-        tbs = [testbed]
-    th, ann = store.thresholds(), store.annotations()
-    return store, [judge_testbed(tb, store.nights(tb), th, ann) for tb in tbs]
-
-
 def cmd_check(a: argparse.Namespace) -> int:
     """Exit 1 on a confirmed regression (or a case failing on consecutive nights)."""
     from bench.history import verdict
 
-    _, vs = verdicts(a.store, a.testbed)
+    _, vs = verdict.judge_store(a.store, a.testbed)
     if a.markdown:
         print(verdict.markdown(vs))
     elif a.json:

@@ -125,9 +125,9 @@ def summarise(docs: list[tuple[str, dict]], testbed: str, report: str | None = N
     """One night of one testbed from its results files (shards merge); HistoryError if they disagree."""
     if not docs:
         raise HistoryError("no results files for this night")
-    first_path, first = docs[0]
-    fp = fingerprint(first)
-    commit = _commit(first)
+    first = docs[0][1]
+    fp, commit = fingerprint(first), commit_of(first)
+    check_shards(docs)
     cases: dict[str, dict] = {}
     runners: list[str] = []
     statuses = []
@@ -135,18 +135,8 @@ def summarise(docs: list[tuple[str, dict]], testbed: str, report: str | None = N
         rid = str(doc.get("run", {}).get("id"))
         if not storage.RUN_ID_RE.match(rid):  # it names files in the store
             raise HistoryError(f"{path}: run id {rid!r} is not a plain name (letters, digits, '.', '_', '-')")
-        if fingerprint(doc) != fp:
-            raise HistoryError(
-                f"{path}: another machine than {first_path} ({describe_fingerprint(fingerprint(doc))} vs "
-                f"{describe_fingerprint(fp)}); shards of one night must share the testbed fingerprint"
-            )
-        if _commit(doc) != commit:
-            raise HistoryError(f"{path}: commit {_commit(doc)} differs from {first_path}'s {commit}")
         for rec in storage.records(doc):
-            cid = storage.case_id_of(rec)
-            if cid in cases:
-                raise HistoryError(f"{path}: case {cid} is in two results files of the same night")
-            cases[cid] = _case_line(rec)
+            cases[storage.case_id_of(rec)] = _case_line(rec)
         run = doc.get("run", {})
         if run.get("runner_name") and run["runner_name"] not in runners:
             runners.append(str(run["runner_name"]))
@@ -183,6 +173,29 @@ def summarise(docs: list[tuple[str, dict]], testbed: str, report: str | None = N
     }
 
 
-def _commit(doc: dict) -> str | None:
+def commit_of(doc: dict) -> str | None:
+    """The commit a run measured: the CI's checkout, else pytest-benchmark's commit info."""
     ci = doc.get("run", {}).get("ci") or {}
     return ci.get("sha") or (doc.get("commit_info") or {}).get("id")
+
+
+def check_shards(docs: list[tuple[str, dict]]) -> None:
+    """Shards of one run or night: the same testbed fingerprint and commit, no case twice; else HistoryError."""
+    first_path, first = docs[0]
+    fp, commit = fingerprint(first), commit_of(first)
+    seen: dict[str, str] = {}
+    for path, doc in docs:
+        if fingerprint(doc) != fp:
+            raise HistoryError(
+                f"{path}: another machine than {first_path} ({describe_fingerprint(fingerprint(doc))} vs "
+                f"{describe_fingerprint(fp)}); shard only across identical testbeds"
+            )
+        if commit_of(doc) != commit:
+            raise HistoryError(f"{path}: commit {commit_of(doc)} differs from {first_path}'s {commit}")
+        for rec in storage.records(doc):
+            cid = storage.case_id_of(rec)
+            if cid in seen:
+                raise HistoryError(
+                    f"{path}: case {cid} is in two results files (also {seen[cid]}); shards must not overlap"
+                )
+            seen[cid] = path

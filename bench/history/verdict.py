@@ -1,15 +1,28 @@
-"""The judge's verdict as Markdown (job summary, capped under 1 MiB), console text and JSON."""
+"""The judge run over a store, and its verdict as Markdown (job summary, capped under 1 MiB), console text and JSON."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from bench.history.detect import Alert, TestbedVerdict
-from bench.history.summarise import describe_fingerprint
+from bench.history.detect import Alert, TestbedVerdict, judge_testbed
+from bench.history.store import Store
+from bench.history.summarise import HistoryError, describe_fingerprint
 from bench.report.mdtext import md
 
 MAX_MARKDOWN = 900_000  # GitHub refuses a step summary over 1 MiB
 STALE_HOURS = 36
+
+
+def judge_store(store_dir: str, testbed: str | None = None) -> tuple[Store, list[TestbedVerdict]]:
+    """Open a store and judge every testbed in it (or one), with its thresholds and annotations."""
+    store = Store(store_dir)
+    tbs = store.testbeds()
+    if testbed:
+        if testbed not in tbs:
+            raise HistoryError(f"no testbed {testbed!r} in {store_dir} (have: {', '.join(tbs) or 'none'})")
+        tbs = [testbed]
+    th, ann = store.thresholds(), store.annotations()
+    return store, [judge_testbed(tb, store.nights(tb), th, ann) for tb in tbs]
 
 
 def age_hours(date_utc: str, now: datetime | None = None) -> float | None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench import stats, storage
+from bench.cases import DeviceConfig
 
 
 @dataclass(frozen=True)
@@ -118,22 +119,15 @@ def status_counts(run: RunData) -> dict[str, int]:
     return {str(k): int(v) for k, v in run.table["status"].value_counts().items()}
 
 
-def _nodes(row: pd.Series) -> int:
+def _nodes(row: pd.Series | dict) -> int:
     n = row.get("nodes")
     return 1 if n is None or pd.isna(n) else int(n)
 
 
-def single_device_id(row: pd.Series) -> str:
+def single_device_id(row: pd.Series | dict) -> str:
     """The same case on one device of one node: ``gpu8x2nodes`` -> ``gpu1``, ``cpux2nodes``/``cpu2-virtual`` -> ``cpu``."""
-    label = (
-        f"{row['device_kind']}{row['device_count']}"
-        if row["device_kind"] == "gpu" or row["device_count"] > 1
-        else "cpu"
-    )
-    if _nodes(row) > 1:
-        label += f"x{_nodes(row)}nodes"
-    one = row["case_id"].replace(f"-{label}", "-gpu1" if row["device_kind"] == "gpu" else "-cpu", 1)
-    return one.replace("-virtual", "")
+    device = DeviceConfig(str(row["device_kind"]), int(row["device_count"]), bool(row["virtual"]), _nodes(row))
+    return str(row["case_id"]).replace(f"-{device.label}", "-gpu1" if device.kind == "gpu" else "-cpu", 1)
 
 
 def scaling(run: RunData, pool: dict[str, list[float]] | None = None) -> pd.DataFrame:

@@ -19,15 +19,16 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
+from markupsafe import Markup
+
 from bench import __version__
 from bench.history.changepoints import change_points
-from bench.history.commands import verdicts as judge_store
 from bench.history.detect import TestbedVerdict
 from bench.history.store import Store
 from bench.history.summarise import HistoryError, describe_fingerprint
-from bench.history.verdict import STALE_HOURS, age_hours, commit_range, magnitude
+from bench.history.verdict import STALE_HOURS, age_hours, commit_range, judge_store, magnitude
 from bench.report import cost as costs
-from bench.report.html import Cell, Svg, Table, na, num
+from bench.report.html import Cell, Table, na, num
 from bench.report.html import render as render_template
 from bench.site import metrics, svg
 
@@ -109,11 +110,11 @@ class Site:
                     f"{h.workload} {h.mode}",
                     _fmt_ratio(h.speedup),
                     Cell(
-                        Svg(
+                        Markup(
                             svg.sparkline(
                                 metrics.speedup_series(spark_nights, h.best_case), f"speed-up of {h.best_case}"
                             )
-                        ).svg
+                        )
                     ),
                     Cell(h.best_case),
                     _fmt_ratio(h.scaling, pct=True) if h.scaling else na("no real multi-device case"),
@@ -225,7 +226,7 @@ class Site:
                     if p.state not in ("missing",)
                 ],
             )
-            panel = {"svg": Svg(svg.trend(pts, cid, links, cps)).svg, "data": data}
+            panel = {"svg": Markup(svg.trend(pts, cid, links, cps)), "data": data}
             groups.setdefault((str(c.get("workload")), str(c.get("mode"))), []).append(panel)
         gl = [
             {"title": f"{w} {m}", "anchor": _slug(f"{w}-{m}"), "panels": panels}

@@ -12,6 +12,7 @@ import numpy as np
 
 from bench import stats
 from bench.report import cost as costs
+from bench.report.analysis import single_device_id
 
 
 def _ok(c: dict) -> bool:
@@ -61,11 +62,9 @@ def headline(night: dict, prices: costs.Prices | None = None) -> list[Headline]:
         best = max(g, key=lambda k: g[k]["value"])
         scal: list[tuple[str, stats.Ratio]] = []
         for cid, c in g.items():
-            n = int(c.get("device_count") or 1)
+            n = int(c.get("device_count") or 1) * int(c.get("nodes") or 1)
             if n > 1 and not c.get("virtual"):
-                kind = c.get("device_kind")
-                one = cid.replace(f"-{kind}{n}-", f"-{kind}1-" if kind == "gpu" else "-cpu-", 1)
-                r = _ratio(c, cases.get(one))
+                r = _ratio(c, cases.get(single_device_id({**c, "case_id": cid})))
                 if r:
                     scal.append((cid, r.scaled(1.0 / n)))
         prec: list[tuple[str, stats.Ratio]] = []
