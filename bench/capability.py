@@ -19,6 +19,12 @@ CPU_FP16_REASON = (
     "mixed_float16 on CPU: TensorFlow's CPU kernels emulate most fp16 ops even where the CPU "
     "has avx512_fp16 (measured: MLP training at 0.01x of fp32)"
 )
+# Measured with accelbench's JAX backend (jax 0.10.2, smoke MLP on 2 CPU devices): mixed_float16
+# training at 0.56x of fp32; the transformer's attention does not compile at all in fp16 on XLA's CPU.
+JAX_CPU_FP16_REASON = (
+    "mixed_float16 on CPU: XLA's CPU backend emulates fp16 (measured: MLP training at 0.56x of fp32) "
+    "and rejects fp16 attention ('The precision F16_F16_F32 is not supported by dot_general on CPU')"
+)
 CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16", "amx_tile")
 
 
@@ -33,8 +39,8 @@ class Support:
 OK = Support(True)
 
 
-def cpu_precision(precision: str, cpu_flags: Iterable[str]) -> Support:
-    """Support of ``precision`` on a CPU with ``cpu_flags`` (as in /proc/cpuinfo)."""
+def cpu_precision(precision: str, cpu_flags: Iterable[str], backend: str = "tensorflow") -> Support:
+    """Support of ``precision`` on a CPU with ``cpu_flags`` (as in /proc/cpuinfo), on ``backend``."""
     flags = set(cpu_flags)
     if precision == "fp32":
         return OK
@@ -43,7 +49,7 @@ def cpu_precision(precision: str, cpu_flags: Iterable[str]) -> Support:
             False, "tf32 needs an NVIDIA GPU with compute capability >= 8.0 (a tensor-core math mode; CPUs have none)"
         )
     if precision == "mixed_float16":
-        return Support(False, CPU_FP16_REASON)
+        return Support(False, JAX_CPU_FP16_REASON if backend == "jax" else CPU_FP16_REASON)
     needed = CPU_FLAGS_FOR[precision]
     if flags.intersection(needed):
         return OK
@@ -75,16 +81,18 @@ def gpu_precision(precision: str, compute_capability: tuple[int, int] | None, na
     )
 
 
-def device_count(kind: str, count: int, available: int, virtual: bool, no_gpu_reason: str = "") -> Support:
-    """Whether ``count`` devices of ``kind`` exist (``available`` = how many TensorFlow sees)."""
+def device_count(
+    kind: str, count: int, available: int, virtual: bool, no_gpu_reason: str = "", who: str = "TensorFlow"
+) -> Support:
+    """Whether ``count`` devices of ``kind`` exist (``available`` = how many ``who``, the backend, sees)."""
     if virtual or kind == "cpu":
         if kind == "gpu" and available < 1:
-            return Support(False, no_gpu_reason or "no NVIDIA GPU visible to TensorFlow")
+            return Support(False, no_gpu_reason or f"no NVIDIA GPU visible to {who}")
         return OK
     if available < 1:
-        return Support(False, no_gpu_reason or "no NVIDIA GPU visible to TensorFlow")
+        return Support(False, no_gpu_reason or f"no NVIDIA GPU visible to {who}")
     if count > available:
-        return Support(False, f"gpu:{count} needs {count} GPUs; TensorFlow sees {available}")
+        return Support(False, f"gpu:{count} needs {count} GPUs; {who} sees {available}")
     return OK
 
 
@@ -114,6 +122,22 @@ def xla_support(kind: str, count: int, virtual: bool, mode: str = "train") -> Su
             "compiled for CPU:0 and cannot reach the variables of the others ('Trying to access "
             "resource ... located in device CPU:1')",
         )
+    return OK
+
+
+JAX_VIRTUAL_GPU = "JAX cannot split one GPU into logical devices (TensorFlow's virtual GPUs have no JAX counterpart)"
+MODEL_PARALLEL_TF = (
+    "model parallelism (Keras ModelParallel with a LayoutMap) runs only on the JAX backend: Keras' "
+    "TensorFlow distribution_lib is a prototype without distribute_tensor (keras-team/keras#18473)"
+)
+
+
+def backend_support(backend: str, parallelism: str, kind: str, virtual: bool) -> Support:
+    """What a Keras backend can run: virtual GPUs are TensorFlow's, model parallelism is JAX's."""
+    if parallelism == "model" and backend != "jax":
+        return Support(False, MODEL_PARALLEL_TF)
+    if backend == "jax" and kind == "gpu" and virtual:
+        return Support(False, JAX_VIRTUAL_GPU)
     return OK
 
 

@@ -16,6 +16,14 @@ MODES = ("train", "infer")
 PRECISIONS = ("fp32", "tf32", "mixed_float16", "mixed_bfloat16")
 DEVICE_KINDS = ("cpu", "gpu")
 XLA_CHOICES = {"off": (False,), "on": (True,), "both": (False, True)}
+BACKENDS = ("tensorflow", "jax")  # Keras 3 backends; TensorFlow first (the default, ids unchanged)
+PARALLELISMS = ("data", "model")  # model: kernels sharded over the devices (Keras ModelParallel, JAX only)
+
+
+def backend_tag(backend: str, parallelism: str = "data") -> str:
+    """The part of a case id after the device label: ``""`` (TensorFlow, data), ``-jax``, ``-jax-mp``."""
+    tag = "" if backend == "tensorflow" else f"-{backend}"
+    return tag + ("-mp" if parallelism == "model" else "")
 
 
 @dataclass(frozen=True, order=True)
@@ -87,8 +95,14 @@ class Case:
     xla: bool
     per_replica_batch: int
     nodes: int = 1
+    backend: str = "tensorflow"
+    parallelism: str = "data"
 
     def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise UserError(f"backend must be one of {', '.join(BACKENDS)}; got {self.backend!r}")
+        if self.parallelism not in PARALLELISMS:
+            raise UserError(f"parallelism must be one of {', '.join(PARALLELISMS)}; got {self.parallelism!r}")
         if self.mode not in MODES:
             raise UserError(f"mode must be one of {', '.join(MODES)}; got {self.mode!r}")
         if self.precision not in PRECISIONS:
@@ -103,15 +117,26 @@ class Case:
         return DeviceConfig(self.device_kind, self.device_count, self.virtual, self.nodes)
 
     @property
+    def replicas(self) -> int:
+        """Data-parallel replicas: every device (data parallel), or one model spread over the devices."""
+        return self.nodes if self.parallelism == "model" else self.device.replicas
+
+    @property
     def global_batch(self) -> int:
-        """Samples per step over all replicas on all nodes (weak scaling)."""
-        return self.per_replica_batch * self.device.replicas
+        """Samples per step over all replicas on all nodes (weak scaling; one replica under model parallelism)."""
+        return self.per_replica_batch * self.replicas
 
     @property
     def id(self) -> str:
-        """E.g. ``cnn-train-gpu2-mixed_bfloat16-xla-b64``, ``mlp-infer-cpu2-virtual-fp32-b64``."""
-        xla = "-xla" if self.xla else ""
-        return f"{self.workload}-{self.mode}-{self.device.label}-{self.precision}{xla}-b{self.per_replica_batch}"
+        """E.g. ``cnn-train-gpu2-mixed_bfloat16-xla-b64``, ``mlp-infer-cpu2-virtual-fp32-b64``, ``mlp-train-gpu1-jax-tf32-b1024``.
+
+        TensorFlow ids are unchanged from before the backend axis (results stay comparable);
+        other backends add theirs after the device, and ``-mp`` under model parallelism. JAX
+        always compiles with XLA, so its ids carry no ``-xla``.
+        """
+        xla = "-xla" if self.xla and self.backend == "tensorflow" else ""
+        dev = self.device.label + backend_tag(self.backend, self.parallelism)
+        return f"{self.workload}-{self.mode}-{dev}-{self.precision}{xla}-b{self.per_replica_batch}"
 
     def to_dict(self) -> dict:
         """The case's fields, as stored in results."""
@@ -119,8 +144,9 @@ class Case:
 
     @classmethod
     def from_dict(cls, d: dict) -> Case:
-        """Inverse of :meth:`to_dict`; extra keys are ignored (``nodes`` defaults to 1 for older results)."""
-        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d or f.name != "nodes"})
+        """Inverse of :meth:`to_dict`; extra keys are ignored (older results: 1 node, TensorFlow, data parallel)."""
+        optional = ("nodes", "backend", "parallelism")
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d or f.name not in optional})
 
 
 def expand(
@@ -131,11 +157,15 @@ def expand(
     xla: Iterable[bool],
     batch_of: dict[str, int],
     latency_batch1: bool = False,
+    backends: Sequence[str] = ("tensorflow",),
+    parallelisms: Sequence[str] = ("data",),
 ) -> list[Case]:
-    """The matrix: workloads x modes x devices x precisions x xla, in that nesting order.
+    """The matrix: workloads x modes x devices x backends x parallelism x precisions x xla, in that order.
 
     ``batch_of`` maps workload -> per-replica batch. With ``latency_batch1`` each workload,
-    device and precision also gets a batch-1 inference case (real-time latency).
+    device and precision also gets a batch-1 inference case (real-time latency). XLA is a
+    TensorFlow axis: JAX cases always compile (``xla`` True), once. Model parallelism exists
+    only over several devices (on one device it is the data-parallel case).
     """
     xla = tuple(xla)
     out: list[Case] = []
@@ -145,10 +175,16 @@ def expand(
             if mode == "infer" and latency_batch1 and batch_of[w] != 1:
                 batches.append(1)
             for dev in devices:
-                for p in precisions:
-                    for x in xla:
-                        for b in batches:
-                            out.append(Case(w, mode, dev.kind, dev.count, dev.virtual, p, x, b, dev.nodes))
+                for be in backends:
+                    for par in parallelisms:
+                        if par == "model" and dev.count < 2:
+                            continue
+                        for p in precisions:
+                            for x in xla if be == "tensorflow" else (True,):
+                                for b in batches:
+                                    out.append(
+                                        Case(w, mode, dev.kind, dev.count, dev.virtual, p, x, b, dev.nodes, be, par)
+                                    )
     seen: set[str] = set()
     unique = []
     for c in out:

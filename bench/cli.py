@@ -56,7 +56,17 @@ def parser() -> argparse.ArgumentParser:
         default=("auto",),
         help="auto (default: all four) or a comma list of fp32, tf32, mixed_float16, mixed_bfloat16",
     )
-    r.add_argument("--xla", default="off", help="off (default) | on | both")
+    r.add_argument("--xla", default="off", help="off (default) | on | both (TensorFlow; JAX always compiles)")
+    r.add_argument(
+        "--backend",
+        default="tensorflow",
+        help="Keras backend: tensorflow (default) | jax | all (each one installed; pip install 'accelbench[jax]')",
+    )
+    r.add_argument(
+        "--parallelism",
+        default="data",
+        help="data (default) | model | both: model splits the dense and attention kernels over the devices (JAX)",
+    )
     r.add_argument("--batch-size", type=_positive_int, default=None, help="per-replica batch (overrides the profile)")
     r.add_argument(
         "--virtual-devices",
@@ -182,6 +192,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         stall_timeout_s=a.stall_timeout,
         shard=a.shard,
         nodes=cluster.world if cluster else 1,
+        backend=a.backend,
+        parallelism=a.parallelism,
     )
     prices = _prices(a.prices)  # a bad prices file fails before anything runs
     if a.resume and not cluster:  # a cluster's other nodes plan from the command line: it stays whole there
@@ -201,12 +213,18 @@ def cmd_run(a: argparse.Namespace) -> int:
             + (["--profile"] if a.profile != "standard" else [])
             + (["--devices"] if a.devices != ("auto",) else [])
             + (["--precisions"] if a.precisions != ("auto",) else [])
+            + (["--backend"] if a.backend != "tensorflow" else [])
+            + (["--parallelism"] if a.parallelism != "data" else [])
         )
         if given:
             raise UserError(f"--resume reruns the stored options of that run; drop {', '.join(given)}")
+    stored: dict = {}
     if a.resume and (cluster is None or cluster.rank == 0):  # only rank 0 of a cluster has the file
-        storage.load(results_path(a.results_dir, a.resume))  # fail fast, before TensorFlow starts
-    machine = devices.discover()
+        # fail fast, before a framework starts; a resumed run plans with its stored options
+        stored = storage.load(results_path(a.results_dir, a.resume))["run"]["options"]
+    from bench import backends
+
+    machine = devices.discover(backends=backends.resolve(stored.get("backend", opts.backend)))
 
     run = Run(
         opts,

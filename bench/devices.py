@@ -73,16 +73,41 @@ class Machine:
     cpu: CPUInfo
     nvml: nvml.Discovery
     tf: dict = field(default_factory=dict)
+    jax: dict = field(default_factory=dict)  # bench.jaxprobe's answer; empty where JAX was not asked for
 
     @property
     def tf_gpu_count(self) -> int:
         """GPUs TensorFlow sees."""
         return len(self.tf.get("gpus", []))
 
-    def gpu_compute_capability(self, count: int) -> tuple[int, int] | None:
-        """The lowest compute capability among the first ``count`` TensorFlow GPUs."""
-        ccs = [tuple(g["compute_capability"]) for g in self.tf.get("gpus", [])[:count] if g.get("compute_capability")]
-        return min(ccs) if ccs and len(ccs) == min(count, self.tf_gpu_count) else None  # type: ignore[return-value]
+    def _view(self, backend: str) -> dict:
+        return self.jax if backend == "jax" else self.tf
+
+    def gpu_count(self, backend: str = "tensorflow") -> int:
+        """GPUs ``backend`` sees."""
+        return len(self._view(backend).get("gpus", []))
+
+    def gpu_compute_capability(self, count: int, backend: str = "tensorflow") -> tuple[int, int] | None:
+        """The lowest compute capability among the first ``count`` GPUs of ``backend``."""
+        gpus = self._view(backend).get("gpus", [])
+        ccs = [tuple(g["compute_capability"]) for g in gpus[:count] if g.get("compute_capability")]
+        return min(ccs) if ccs and len(ccs) == min(count, len(gpus)) else None  # type: ignore[return-value]
+
+    def jax_gpu_plan(self, kind: str, count: int) -> dict:
+        """The GPUs a JAX worker uses: the first ``count`` in PCI bus order.
+
+        That is JAX's order under CUDA_DEVICE_ORDER=PCI_BUS_ID; the worker names them to CUDA
+        by NVML UUID, so no ordinal can be misread.
+        """
+        if kind != "gpu":
+            return {"cuda_ordinals": [], "pci_bus_ids": [], "uuids": [], "memory_total_bytes": None}
+        used = sorted(self.nvml.gpus, key=lambda g: g.pci_bus_id)[:count]
+        return {
+            "cuda_ordinals": list(range(len(used))),
+            "pci_bus_ids": [g.pci_bus_id for g in used],
+            "uuids": [g.uuid for g in used],
+            "memory_total_bytes": used[0].memory_total_bytes if used else None,
+        }
 
     def gpu_plan(self, kind: str, count: int, virtual: bool) -> dict:
         """Which GPUs a device configuration uses, for the worker: CUDA ordinals, bus ids, memory.
@@ -104,14 +129,21 @@ class Machine:
             "memory_total_bytes": first.memory_total_bytes if first else None,
         }
 
-    def gpu_name(self) -> str:
-        """Name of TensorFlow's first GPU."""
-        g = self.tf.get("gpus", [])
+    def gpu_name(self, backend: str = "tensorflow") -> str:
+        """Name of the first GPU ``backend`` sees."""
+        g = self._view(backend).get("gpus", [])
         return g[0]["name"] if g else ""
 
-    def no_gpu_reason(self) -> str:
-        """One line: why TensorFlow has no GPU here."""
+    def no_gpu_reason(self, backend: str = "tensorflow") -> str:
+        """One line: why ``backend`` has no GPU here."""
         seen = len(self.nvml.gpus)
+        if backend == "jax":
+            if self.gpu_count("jax"):
+                return ""
+            why = self.jax.get("gpu_reason") or "no GPU platform"
+            if seen:
+                return f"NVML sees {seen} GPU(s) but JAX found none ({why}); pip install 'accelbench[jax-cuda]'"
+            return f"no NVIDIA GPU visible to JAX ({why})"
         if self.tf_gpu_count:
             return ""
         if seen and not self.tf.get("built_with_cuda", False):
@@ -143,26 +175,51 @@ class Machine:
             "tf_gpus": self.tf.get("gpus", []),
             "tf_ignored_gpus": self.tf.get("ignored_gpus", 0),
             "cuda_device_order": self.tf.get("cuda_device_order"),
-            "no_gpu_reason": self.no_gpu_reason(),
+            "no_gpu_reason": self.no_gpu_reason() if self.tf else None,
             "rapl": Rapl().reason or "available",
+            **(
+                {
+                    "jax": self.jax.get("jax"),
+                    "jaxlib": self.jax.get("jaxlib"),
+                    "jax_keras": self.jax.get("keras"),
+                    "jax_gpus": self.jax.get("gpus", []),
+                    "jax_no_gpu_reason": self.no_gpu_reason("jax"),
+                }
+                if self.jax
+                else {}
+            ),
         }
+
+
+def _child_probe(module: str, what: str, args: list[str], timeout_s: float) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "probe.json"
+        cmd = [sys.executable, "-m", module, str(out), *args]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"{what} did not start within {timeout_s:.0f} s") from None
+        if proc.returncode != 0 or not out.exists():
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise UserError(f"{what} failed to start: {last}")
+        return json.loads(out.read_text())
 
 
 def tf_probe(check: bool = False, timeout_s: float = 300.0) -> dict:
     """Ask a child Python process what TensorFlow sees (and with ``check`` where it computes)."""
-    with tempfile.TemporaryDirectory() as d:
-        out = Path(d) / "probe.json"
-        cmd = [sys.executable, "-m", "bench.tfprobe", str(out)] + (["--check"] if check else [])
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            raise UserError(f"TensorFlow did not start within {timeout_s:.0f} s") from None
-        if proc.returncode != 0 or not out.exists():
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UserError(f"TensorFlow failed to start: {last}")
-        return json.loads(out.read_text())
+    return _child_probe("bench.tfprobe", "TensorFlow", ["--check"] if check else [], timeout_s)
 
 
-def discover(check: bool = False) -> Machine:
-    """CPU, NVML and TensorFlow's view, without initialising TensorFlow in this process."""
-    return Machine(cpu=cpu_info(), nvml=nvml.discover(), tf=tf_probe(check))
+def jax_probe(timeout_s: float = 300.0) -> dict:
+    """Ask a child Python process what JAX sees (versions, GPUs)."""
+    return _child_probe("bench.jaxprobe", "JAX", [], timeout_s)
+
+
+def discover(check: bool = False, backends: tuple[str, ...] = ("tensorflow",)) -> Machine:
+    """CPU, NVML and each backend's view, without initialising a framework in this process."""
+    return Machine(
+        cpu=cpu_info(),
+        nvml=nvml.discover(),
+        tf=tf_probe(check) if "tensorflow" in backends else {},
+        jax=jax_probe() if "jax" in backends else {},
+    )

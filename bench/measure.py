@@ -12,27 +12,28 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from bench import stats
-from bench.cases import Case, DeviceConfig
-from bench.profiles import Timing
+from bench import loop
+from bench.cases import DeviceConfig
+from bench.loop import NumericsError, PlacementError, Probe, plan_rounds, summarize
 from bench.steps import Built, all_reduce_used, build_case
 
-__all__ = ["Built", "all_reduce_used", "build_case"]  # the step builders live in bench.steps
-
-
-class PlacementError(RuntimeError):
-    """Variables or compute are not on the devices the case asked for."""
-
-
-class NumericsError(RuntimeError):
-    """The loss was not finite after the timed rounds."""
+# the step builders live in bench.steps, the backend-neutral loop in bench.loop
+__all__ = [
+    "Built",
+    "NumericsError",
+    "PlacementError",
+    "Probe",
+    "all_reduce_used",
+    "build_case",
+    "plan_rounds",
+    "summarize",
+]
 
 
 def virtual_gpu_limit_mb(total_bytes: int | None, count: int, share: float = 0.9) -> int:
@@ -158,15 +159,6 @@ def apply_precision(precision: str, device_kind: str) -> str:
     return mode
 
 
-@dataclass
-class Probe:
-    """Reachable matmul FLOP/s of one device at one precision."""
-
-    tflops: float
-    n: int
-    dtype: str
-
-
 def matmul_probe(device_name: str, precision: str, n: int, budget_s: float) -> Probe:
     """Best FLOP/s of a chain of n x n matmuls on ``device_name`` in the precision's dtype."""
     dtype = {"mixed_float16": tf.float16, "mixed_bfloat16": tf.bfloat16}.get(precision, tf.float32)
@@ -256,14 +248,6 @@ def reset_memory(names: Sequence[str]) -> None:
             pass
 
 
-def plan_rounds(step_s: float, timing: Timing) -> tuple[int, int]:
-    """(steps per round K, rounds R) for a step of ``step_s`` seconds within the budget."""
-    round_s = max(timing.min_round_s, timing.case_budget_s / timing.target_rounds)
-    k = max(1, math.ceil(round_s / max(step_s, 1e-9)))
-    r = int(timing.case_budget_s // (k * max(step_s, 1e-9)))
-    return k, max(timing.min_rounds, min(timing.max_rounds, r))
-
-
 def final_loss(strategy: tf.distribute.Strategy, out: Any) -> float:
     """Global mean loss from per-replica losses (each already divided by the global batch).
 
@@ -282,55 +266,5 @@ def timed_rounds(
     setup: Callable[[], None] | None = None,
     barrier: Callable[[], None] | None = None,
 ) -> Any:
-    """Run ``rounds`` rounds of ``steps_per_round`` steps, one sync per round, via ``pedantic``.
-
-    ``setup`` runs before each round, outside the timed part (a progress heartbeat).
-    ``barrier`` closes each round inside the timed part (a cluster's inference rounds have no
-    collective of their own, so rank 0's round time would not cover the other workers).
-    """
-    last: list[Any] = [None]
-
-    def one_round() -> None:
-        out = None
-        for _ in range(steps_per_round):
-            out = step()
-        sync()
-        if barrier is not None:
-            barrier()
-        last[0] = out
-
-    pedantic(one_round, setup=setup, rounds=rounds, iterations=1, warmup_rounds=0)
-    return last[0]
-
-
-def latencies(step: Callable[[], Any], n: int, budget_s: float) -> list[float]:
-    """Per-batch latency: ``n`` individually synced steps (outside the throughput rounds)."""
-    out: list[float] = []
-    spent = 0.0
-    while len(out) < n and (spent < budget_s or len(out) < 10):
-        t0 = time.perf_counter()
-        step()
-        sync()
-        dt = time.perf_counter() - t0
-        out.append(dt)
-        spent += dt
-    return out
-
-
-def summarize(case: Case, round_times: Sequence[float], k: int) -> dict:
-    """Throughput and step-time figures of the timed rounds (names as in the CSV)."""
-    t = stats.throughput(round_times, case.global_batch * k, k)
-    return {
-        "samples_per_s": t.median,
-        "samples_per_s_ci_low": t.ci_low,
-        "samples_per_s_ci_high": t.ci_high,
-        "step_time_median_s": t.median_step_s,
-        "step_time_min_s": t.min_step_s,
-        "step_time_p50_s": t.p50_step_s,
-        "step_time_p90_s": t.p90_step_s,
-        "step_time_p99_s": t.p99_step_s,
-        "step_time_cv": t.cv,
-        "unstable": t.unstable,
-        "rounds": len(round_times),
-        "steps_per_round": k,
-    }
+    """:func:`bench.loop.timed_rounds` closed by TensorFlow's device sync."""
+    return loop.timed_rounds(step, sync, steps_per_round, rounds, pedantic, setup, barrier)

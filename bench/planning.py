@@ -7,7 +7,7 @@ from typing import Any
 
 from bench import capability
 from bench.capability import Support
-from bench.cases import PRECISIONS, XLA_CHOICES, Case, DeviceConfig, expand, parse_device_spec
+from bench.cases import BACKENDS, PARALLELISMS, PRECISIONS, XLA_CHOICES, Case, DeviceConfig, expand, parse_device_spec
 from bench.devices import Machine
 from bench.errors import UserError
 from bench.profiles import PROFILES, Timing
@@ -41,6 +41,8 @@ class RunOptions:
     stall_timeout_s: float | None = None
     shard: str = ""  # "i/n": this runner's share of the plan (accelbench merge joins the shards)
     nodes: int = 1  # a cluster run (--cluster): workers in the cluster, one per node
+    backend: str = "tensorflow"  # tensorflow | jax | all (each backend installed)
+    parallelism: str = "data"  # data | model | both (model: JAX only, over several devices)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -63,6 +65,12 @@ class RunOptions:
             raise UserError(f"--stall-timeout must be a positive number of seconds; got {self.stall_timeout_s}")
         if self.shard:
             parse_shard(self.shard)
+        if self.backend not in (*BACKENDS, "all"):
+            raise UserError(f"--backend must be one of {', '.join(BACKENDS)}, all; got {self.backend!r}")
+        if self.parallelism not in (*PARALLELISMS, "both"):
+            raise UserError(f"--parallelism must be one of {', '.join(PARALLELISMS)}, both; got {self.parallelism!r}")
+        if self.nodes > 1 and self.backend != "tensorflow":
+            raise UserError("--cluster runs TensorFlow's MultiWorkerMirroredStrategy: use --backend tensorflow")
         if self.nodes > 1:
             if self.virtual_devices:
                 raise UserError(
@@ -74,6 +82,11 @@ class RunOptions:
                 raise UserError("--cluster and --shard do not mix: every node runs every case together")
         if self.sampler_interval_s < 0.1:
             raise UserError(f"--sampler-interval must be >= 0.1 s (<= 10 Hz); got {self.sampler_interval_s}")
+
+    @property
+    def parallelisms(self) -> tuple[str, ...]:
+        """``--parallelism`` as the planner's axis."""
+        return PARALLELISMS if self.parallelism == "both" else (self.parallelism,)
 
     @property
     def timing(self) -> Timing:
@@ -106,13 +119,21 @@ def _counts(n: int) -> list[int]:
     return out + ([n] if n >= 2 else [])
 
 
+def backends(opts: RunOptions, machine: Machine) -> tuple[str, ...]:
+    """The run's backends: ``--backend``, or with ``all`` each one the machine was probed for (installed)."""
+    if opts.backend != "all":
+        return (opts.backend,)
+    probed = {"tensorflow": bool(machine.tf), "jax": bool(machine.jax)}
+    return tuple(b for b in BACKENDS if probed[b]) or ("tensorflow",)
+
+
 def device_configs(opts: RunOptions, machine: Machine) -> list[DeviceConfig]:
     """``auto``: cpu, gpu:1 (unsupported where there is none), gpu:2, 4, ... up to all GPUs.
 
     ``--virtual-devices N`` adds 2..N logical devices split from the first GPU, or from the
-    CPU where there is no GPU.
+    CPU where there is no GPU. GPUs are counted by the run's backends (the most any of them sees).
     """
-    n_gpu = machine.tf_gpu_count
+    n_gpu = max(machine.gpu_count(b) for b in backends(opts, machine))
     if opts.nodes > 1:  # every local GPU (else the CPU) on each node, all nodes in one strategy
         spec = opts.devices[0] if opts.devices != ("auto",) else (f"gpu:{n_gpu}" if n_gpu else "cpu")
         d = parse_device_spec(spec)
@@ -144,12 +165,23 @@ def device_configs(opts: RunOptions, machine: Machine) -> list[DeviceConfig]:
 
 
 def support(case: Case, machine: Machine) -> Support:
-    """Device, XLA and precision support of one case, in that order."""
+    """Device, backend, XLA and precision support of one case, in that order."""
+    be = case.backend
     dev = capability.device_count(
-        case.device_kind, case.device_count, machine.tf_gpu_count, case.virtual, machine.no_gpu_reason()
+        case.device_kind,
+        case.device_count,
+        machine.gpu_count(be),
+        case.virtual,
+        machine.no_gpu_reason(be),
+        who="JAX" if be == "jax" else "TensorFlow",
     )
     if not dev.supported:
         return dev
+    b = capability.backend_support(be, case.parallelism, case.device_kind, case.virtual)
+    if not b.supported:
+        return b
+    if be == "jax":  # no XLA axis (always compiled), no virtual GPUs (refused above)
+        return _precision(case, machine)
     x = capability.xla_support(case.device_kind, case.device_count, case.virtual, case.mode)
     if case.xla and not x.supported:
         return x
@@ -160,10 +192,16 @@ def support(case: Case, machine: Machine) -> Support:
         v = capability.virtual_gpu_split(machine.gpu_plan("gpu", case.device_count, True)["memory_total_bytes"])
         if not v.supported:
             return v
+    return _precision(case, machine)
+
+
+def _precision(case: Case, machine: Machine) -> Support:
     if case.device_kind == "cpu":
-        return capability.cpu_precision(case.precision, machine.cpu.flags)
+        return capability.cpu_precision(case.precision, machine.cpu.flags, case.backend)
     n = 1 if case.virtual else case.device_count
-    return capability.gpu_precision(case.precision, machine.gpu_compute_capability(n), machine.gpu_name())
+    return capability.gpu_precision(
+        case.precision, machine.gpu_compute_capability(n, case.backend), machine.gpu_name(case.backend)
+    )
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -203,7 +241,11 @@ def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
         XLA_CHOICES[opts.xla],
         batch_of,
         latency_batch1=opts.timing.latency_batch1 and opts.batch_size is None,
+        backends=backends(opts, machine),
+        parallelisms=opts.parallelisms,
     )
+    if not cases:
+        raise UserError("--parallelism model needs several devices (gpu:K with K >= 2, or --virtual-devices N)")
     out = [(c, support(c, machine)) for c in cases if keyword_match(opts.keyword, c.id)]
     if not out:
         raise UserError(f"-k {opts.keyword!r} selects none of the {len(cases)} cases")

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench import __version__, records, storage
+from bench import __version__, backends, records, storage
 from bench.cases import Case, DeviceConfig
 from bench.cluster import Cluster
 from bench.devices import Machine
@@ -35,7 +35,8 @@ from bench.telemetry.idle import idle_power
 from workloads import WORKLOADS
 
 WORKER = [sys.executable, "-m", "bench.worker"]  # + PLAN SPOOL
-GroupKey = tuple[DeviceConfig, bool | None, bool]
+# (device config, TF32 on GPUs, XLA, backend, the case for a one-case worker or "")
+GroupKey = tuple[DeviceConfig, bool | None, bool, str, str]
 
 
 def new_run_id() -> str:
@@ -97,15 +98,25 @@ def _now() -> str:
 
 
 def group_key(case: Case) -> GroupKey:
-    """(device config, TF32 on/off on GPUs (None on CPUs), XLA): the cases one worker may run."""
+    """The cases one worker may run: one backend, device config, TF32 on/off on GPUs (None on CPUs), XLA.
+
+    A JAX worker on GPUs runs one case: JAX cannot reset its memory peak (jax-ml/jax#8096),
+    so a process per case is what makes each case's peak its own.
+    """
     tf32 = case.precision != "fp32" if case.device_kind == "gpu" else None
-    return case.device, tf32, case.xla
+    alone = case.id if case.backend == "jax" and case.device_kind == "gpu" else ""
+    return case.device, tf32, case.xla, case.backend, alone
 
 
 def group_label(key: GroupKey) -> str:
-    """``gpu2-tf32on-xla``, ``gpu1-tf32off``, ``cpu`` (used in log names)."""
-    device, tf32, xla = key
-    return device.label + ("" if tf32 is None else "-tf32on" if tf32 else "-tf32off") + ("-xla" if xla else "")
+    """``gpu2-tf32on-xla``, ``gpu1-tf32off``, ``cpu``, ``cpu2-virtual-jax`` (used in log names)."""
+    device, tf32, xla, backend, alone = key
+    if alone:
+        return alone
+    label = device.label + ("" if tf32 is None else "-tf32on" if tf32 else "-tf32off")
+    if backend != "tensorflow":
+        return f"{label}-{backend}"
+    return label + ("-xla" if xla else "")
 
 
 def _info_for(case: Case, run_id: str, profile: str) -> dict:
@@ -238,12 +249,18 @@ class Run:
         return self.doc["run"]["idle_power_w"]
 
     def _plan_for(self, key: GroupKey, cases: list[Case], idle: dict) -> dict:
-        device = key[0]
+        device, backend = key[0], key[3]
+        gpu = (
+            self.machine.jax_gpu_plan(device.kind, device.count)
+            if backend == "jax"
+            else self.machine.gpu_plan(device.kind, device.count, device.virtual)
+        )
         return {
             "run_id": self.run_id,
             "profile": self.opts.profile,
+            "backend": backend,
             "device": {"kind": device.kind, "count": device.count, "virtual": device.virtual},
-            "gpu": self.machine.gpu_plan(device.kind, device.count, device.virtual),
+            "gpu": gpu,
             "timing": self.opts.timing.to_dict(),
             "cases": [{"case_id": c.id, **c.to_dict()} for c in cases],
             "idle_power_w": idle,
@@ -268,7 +285,8 @@ class Run:
                 log = logdir / f"{group_label(key)}-{attempt}.log"
                 if self.cluster and self.cluster.rank > 0:
                     log = logdir / f"rank{self.cluster.rank}.log"
-                end = self._watch_worker(plan_path, spool, log, remaining, bar)
+                env = backends.worker_env(key[3], key[0], plan["gpu"])
+                end = self._watch_worker(plan_path, spool, log, remaining, bar, env)
             if end.fatal:
                 raise UserError(end.fatal)
             if self.cluster and (remaining or end.rc):
@@ -319,9 +337,11 @@ class Run:
         )
         return info
 
-    def _watch_worker(self, plan_path: Path, spool: Path, log: Path, remaining: list[Case], bar) -> WorkerEnd:
-        """Run one worker; merge its records as they arrive; kill it when it stalls."""
-        env = dict(os.environ, CUDA_DEVICE_ORDER="PCI_BUS_ID", PYTHONUNBUFFERED="1")
+    def _watch_worker(
+        self, plan_path: Path, spool: Path, log: Path, remaining: list[Case], bar, worker_env: Mapping[str, str]
+    ) -> WorkerEnd:
+        """Run one worker with its backend's environment; merge its records as they arrive; kill it when it stalls."""
+        env = dict(os.environ, **worker_env, PYTHONUNBUFFERED="1")
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         if self.cluster:
             env["TF_CONFIG"] = self.cluster.tf_config()  # one code path for every launcher

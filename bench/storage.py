@@ -43,7 +43,11 @@ CASE_COLUMNS = [
     "status",
     "reason",
     "nodes",  # after the contract's first 14 columns: 1, or the number of nodes of a cluster run
+    "backend",  # tensorflow | jax (older results: tensorflow)
+    "parallelism",  # data | model (older results: data)
 ]
+# what a column means in results written before it existed
+COLUMN_DEFAULTS = {"nodes": 1, "backend": "tensorflow", "parallelism": "data"}
 FIGURE_COLUMNS = [
     "params",
     "flops_per_sample",
@@ -254,6 +258,7 @@ def tidy_rows(doc: dict) -> list[dict]:
     for r in records(doc):
         e = r["extra_info"]
         row = {c: e.get(c) for c in COLUMNS}
+        row.update({c: v for c, v in COLUMN_DEFAULTS.items() if row.get(c) is None})
         row["run_id"] = run_id
         rows.append(row)
     return rows

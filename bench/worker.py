@@ -49,7 +49,8 @@ class WorkerSession:
         self.skip: set[str] = set()
         self.setup_error: str | None = None
         self.cluster: dict = plan.get("cluster") or {}  # empty: not a cluster run
-        self.heartbeat(None, "starting TensorFlow")
+        self.backend = plan.get("backend", "tensorflow")
+        self.heartbeat(None, f"starting {'JAX' if self.backend == 'jax' else 'TensorFlow'}")
         try:
             self._setup()
         except Exception as e:  # every case of this worker fails with the reason, none is lost
@@ -58,17 +59,23 @@ class WorkerSession:
                 self.fatal(f"rank {self.cluster['rank']}: {self.setup_error}")
 
     def _setup(self) -> None:
-        import tensorflow as tf
+        from bench import loop, telemetry
+        from bench.backends.base import Backend
 
-        from bench import measure, telemetry
-
-        self.tf, self.measure, self.telemetry = tf, measure, telemetry
+        self.loop, self.telemetry = loop, telemetry
         gpu = self.plan.get("gpu") or {}
-        self.names = measure.configure_devices(self.device, gpu.get("memory_total_bytes"), gpu.get("cuda_ordinals"))
+        self.be: Backend
+        if self.backend == "jax":  # never imports TensorFlow
+            from bench.backends.jax_backend import JaxBackend
+
+            self.be = JaxBackend(self.device, gpu)
+        else:
+            from bench.backends.tf_backend import TFBackend
+
+            self.be = TFBackend(self.device, gpu, cluster=bool(self.cluster))
         if self.cluster:
             self._setup_cluster()
-        else:
-            self.strategy, self.all_reduce = measure.make_strategy(self.device, self.names)
+        self.names = self.be.names
         self.host = telemetry.HostMonitor()
         if self.device.kind == "cpu":
             status = self.plan.get("nvml_status", "not checked")
@@ -76,7 +83,7 @@ class WorkerSession:
             self.bus_ids: list[str] = []
             return
         # map TensorFlow's GPUs to NVML by the PCI bus ids TensorFlow itself reports
-        self.bus_ids = measure.gpu_bus_ids() or list(gpu.get("pci_bus_ids") or [])
+        self.bus_ids = self.be.gpu_bus_ids() or list(gpu.get("pci_bus_ids") or [])
         if self.bus_ids:
             self.gpus = telemetry.open_gpus_by_bus_id(self.bus_ids)
         else:
@@ -84,18 +91,16 @@ class WorkerSession:
 
     def _setup_cluster(self) -> None:
         """MultiWorkerMirroredStrategy from TF_CONFIG, created before anything else runs; plans compared."""
-        import keras
-
         from bench import multiworker
         from bench.cluster import plan_fingerprint
 
         self.heartbeat(None, f"joining the cluster as rank {self.cluster['rank']} of {self.cluster['world']}")
-        self.strategy, self.all_reduce = multiworker.make_strategy(self.device)
+        self.strategy, all_reduce = multiworker.make_strategy(self.device)
         self.mw = multiworker
-        self.names = list(self.strategy.extended.worker_devices)
-        self.measure.sync_local_only(self.names)
+        self.be.set_strategy(self.strategy, all_reduce, self.strategy.extended.worker_devices)  # type: ignore[attr-defined]
         ids = [c["case_id"] for c in self.plan["cases"]]
-        mine = plan_fingerprint(self.plan, (self.tf.__version__, keras.__version__))
+        v = self.be.versions()
+        mine = plan_fingerprint(self.plan, (v["tensorflow"], v["keras"]))
         seen = [int(v) for v in multiworker.gather_rows(self.strategy, [float(mine)])[:, 0]]
         if len(set(seen)) > 1:
             odd = [r for r, v in enumerate(seen) if v != seen[0]]
@@ -135,8 +140,8 @@ class WorkerSession:
     def _probe(self, case_id: str, precision: str):
         if precision not in self.probes:
             self.heartbeat(case_id, f"measuring the {precision} matmul peak")
-            self.probes[precision] = self.measure.matmul_probe(
-                self.names[0], precision, self.timing.probe_n[self.device.kind], self.timing.probe_budget_s
+            self.probes[precision] = self.be.matmul_probe(
+                precision, self.timing.probe_n[self.device.kind], self.timing.probe_budget_s
             )
         return self.probes[precision]
 
@@ -157,23 +162,22 @@ class WorkerSession:
             info.update(status="error", reason=self.setup_error)
             self._write(records.unmeasured(case, info), durable=True)
             pytest.fail(f"{case_id}: error: {self.setup_error}", pytrace=False)
-        tf = self.tf
         info.update(
-            all_reduce=self.all_reduce,
-            intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
-            inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
+            all_reduce=self.be.all_reduce,
+            **self.be.threads(),
             devices=list(self.names),
             pci_bus_ids=list(self.bus_ids),
+            framework=self.be.versions(),
         )
         try:
             info.update(self._measure(case, benchmark, info))
             info["status"] = "ok"
-        except tf.errors.ResourceExhaustedError as e:
-            info.update(status="oom", reason=_tail(e))
-        except self.measure.NumericsError as e:
+        except self.loop.NumericsError as e:
             info.update(status="numerics", reason=str(e))
         except Exception as e:  # a failing case is data; the run goes on
-            if self.cluster and self.mw.is_peer_failure(e):
+            if self.be.is_oom(e):
+                info.update(status="oom", reason=_tail(e))
+            elif self.cluster and self.mw.is_peer_failure(e):
                 # another worker died: the cluster cannot recover (no rejoin). This case is the
                 # casualty; the rest stay unrecorded, so --resume runs them.
                 info.update(
@@ -183,11 +187,11 @@ class WorkerSession:
                 )
                 self._write(records.unmeasured(case, info), durable=True)
                 os._exit(3)
-            info.update(status="error", reason=_tail(e))
-            info["traceback_tail"] = traceback.format_exc()[-2000:]
+            else:
+                info.update(status="error", reason=_tail(e))
+                info["traceback_tail"] = traceback.format_exc()[-2000:]
         finally:
-            self.measure.keras.config.set_dtype_policy("float32")
-            self.measure.keras.backend.clear_session()
+            self.be.end_case()
             gc.collect()
         if info["status"] == "ok":
             record = benchmark.stats.as_dict(include_data=True)
@@ -203,52 +207,58 @@ class WorkerSession:
             pytest.fail(f"{case_id}: {info['status']}: {info['reason']}", pytrace=False)
 
     def _measure(self, case: Any, benchmark: Any, info: dict) -> dict:
-        m, cid = self.measure, case.id
+        from bench import stats
+
+        be, loop, cid = self.be, self.loop, case.id
         probe = self._probe(cid, case.precision)
         physical = 1 if self.device.virtual else self.device.count
         out: dict = {"peak_tflops_measured": probe.tflops * physical, "probe_n": probe.n, "probe_dtype": probe.dtype}
-        info["math_mode"] = m.apply_precision(case.precision, case.device_kind)
+        info["math_mode"] = be.apply_precision(case.precision, case.device_kind)
         self.host.reset_peak()
-        m.reset_memory(self.names)
+        be.reset_memory()
         self.heartbeat(cid, "building")
-        built = m.build_case(case, self.plan["profile"], self.strategy, self.names)
+        built = be.build(case, self.plan["profile"])
         out["params"] = built.params
         out["xla_scope"] = built.xla_scope
+        out.update(built.extra)
 
-        self.heartbeat(cid, "compiling")
+        self.heartbeat(cid, "compiling" if built.compile_s is None else "first step")
         t0 = time.perf_counter()
         first = built.step()
-        m.sync()
-        out["compile_s"] = time.perf_counter() - t0
-        m.check_placement(self.strategy, built, first, self.names, self.device.virtual)
-        info["all_reduce"] = (
-            m.all_reduce_used(built.graph_ops(), self.all_reduce) if len(self.names) > 1 else self.all_reduce
-        )
+        be.sync()
+        if built.compile_s is None:  # compiled by the first call
+            out["compile_s"] = time.perf_counter() - t0
+        else:  # compiled ahead of time; the first call is only a (cold) step
+            out["compile_s"], out["first_step_s"] = built.compile_s, time.perf_counter() - t0
+        out.update(be.check_placement(built, first))
+        info["all_reduce"] = be.all_reduce_used(built)
 
         self.heartbeat(cid, "warm-up")
         for _ in range(self.timing.warmup_steps):
             built.step()
-        m.sync()
+        be.sync()
         # the compile-time peak (autotune scratch, XLA's compiler) is its own figure; the
         # steady-state peak is measured from here on
-        out.update(_peaks(m.memory_peaks(self.names, self._virtual_cpu), "device_peak_mem_compile"))
-        m.reset_memory(self.names)
+        out.update(_peaks(be.memory_peaks(self._virtual_cpu), "device_peak_mem_compile"))
+        if be.memory_note():
+            out["device_peak_mem_note"] = be.memory_note()
+        be.reset_memory()
 
         self.heartbeat(cid, "calibrating")
         n, t0 = 0, time.perf_counter()
         if self.cluster:  # a step count every worker shares, then the slowest worker's step time
             for _ in range(5):
                 built.step()
-                m.sync()
+                be.sync()
             n = 5
             step_s = self.mw.agree_max(self.strategy, (time.perf_counter() - t0) / n)
         else:
             while n < 2 or (time.perf_counter() - t0 < min(0.2, self.timing.min_round_s) and n < 1000):
                 built.step()
-                m.sync()
+                be.sync()
                 n += 1
             step_s = (time.perf_counter() - t0) / n
-        k, rounds = m.plan_rounds(step_s, self.timing)
+        k, rounds = loop.plan_rounds(step_s, self.timing)
 
         window = self.telemetry.Window(
             self.gpus,
@@ -265,30 +275,33 @@ class WorkerSession:
         window.begin()
         try:
             barrier = (lambda: self.mw.barrier(self.strategy)) if self.cluster and case.mode == "infer" else None
-            last = m.timed_rounds(built.step, k, rounds, benchmark.pedantic, setup=between_rounds, barrier=barrier)
+            last = loop.timed_rounds(
+                built.step, be.sync, k, rounds, benchmark.pedantic, setup=between_rounds, barrier=barrier
+            )
         finally:
             window.stop()
         meas = window.end()
-        out.update(m.summarize(case, benchmark.stats.stats.data, k))
+        out.update(loop.summarize(case, benchmark.stats.stats.data, k))
+        be.check_placement(built, last)  # still where it was: nothing moved or recompiled in the rounds
 
         if case.mode == "train":
-            loss = m.final_loss(self.strategy, last)
+            loss = be.final_loss(last)
             out["loss_final"] = loss
             if not math.isfinite(loss):
-                raise m.NumericsError(f"loss is {loss} after the timed rounds")
+                raise loop.NumericsError(f"loss is {loss} after the timed rounds")
         else:
             self.heartbeat(cid, "latency")
             # a fixed count in a cluster (no collective here, but every worker leaves together)
             budget = float("inf") if self.cluster else self.timing.case_budget_s / 4
-            lat = m.latencies(built.step, self.timing.latency_steps, budget)
+            lat = loop.latencies(built.step, be.sync, self.timing.latency_steps, budget)
             out.update(
-                latency_p50_s=m.stats.percentile(lat, 50),
-                latency_p90_s=m.stats.percentile(lat, 90),
-                latency_p99_s=m.stats.percentile(lat, 99),
+                latency_p50_s=stats.percentile(lat, 50),
+                latency_p90_s=stats.percentile(lat, 90),
+                latency_p99_s=stats.percentile(lat, 99),
                 latency_samples=len(lat),
             )
 
-        out.update(_peaks(m.memory_peaks(self.names, self._virtual_cpu), "device_peak_mem"))
+        out.update(_peaks(be.memory_peaks(self._virtual_cpu), "device_peak_mem"))
         achieved = info["flops_per_sample"] * out["samples_per_s"] / 1e12
         out["achieved_tflops"] = achieved
         out["mfu_measured"] = achieved / out["peak_tflops_measured"] if out["peak_tflops_measured"] else None

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench import stats, storage
-from bench.cases import DeviceConfig
+from bench.cases import DeviceConfig, backend_tag
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,14 @@ def load_run(doc: dict, label: str | None = None) -> RunData:
     return RunData(label or doc["run"]["id"], doc, table, samples)
 
 
+def _backend(row: pd.Series | dict) -> str:
+    b = row.get("backend")
+    return "tensorflow" if b is None or pd.isna(b) else str(b)
+
+
 def baseline_id(row: pd.Series) -> str:
-    """Id of the CPU fp32 (no XLA) case of the same workload, mode and per-replica batch."""
-    return f"{row['workload']}-{row['mode']}-cpu-fp32-b{row['per_replica_batch']}"
+    """Id of the CPU fp32 (no XLA) case of the same backend, workload, mode and per-replica batch."""
+    return f"{row['workload']}-{row['mode']}-cpu{backend_tag(_backend(row))}-fp32-b{row['per_replica_batch']}"
 
 
 def ratio(run: RunData, num: str, den: str) -> stats.Ratio | None:
@@ -127,7 +132,9 @@ def _nodes(row: pd.Series | dict) -> int:
 def single_device_id(row: pd.Series | dict) -> str:
     """The same case on one device of one node: ``gpu8x2nodes`` -> ``gpu1``, ``cpux2nodes``/``cpu2-virtual`` -> ``cpu``."""
     device = DeviceConfig(str(row["device_kind"]), int(row["device_count"]), bool(row["virtual"]), _nodes(row))
-    return str(row["case_id"]).replace(f"-{device.label}", "-gpu1" if device.kind == "gpu" else "-cpu", 1)
+    one = "-gpu1" if device.kind == "gpu" else "-cpu"
+    cid = str(row["case_id"]).replace(f"-{device.label}", one, 1)
+    return cid.replace(f"{one}-{_backend(row)}-mp-", f"{one}-{_backend(row)}-", 1)  # one device: no model split
 
 
 def scaling(run: RunData, pool: dict[str, list[float]] | None = None) -> pd.DataFrame:
@@ -186,6 +193,7 @@ def precision_gains(run: RunData) -> pd.DataFrame:
 def xla_gains(run: RunData) -> pd.DataFrame:
     """XLA on against XLA off, where both ran."""
     t = run.table[(run.table["status"] == "ok") & (run.table["xla"] == True)]  # noqa: E712
+    t = t[t["backend"] == "tensorflow"]  # JAX always compiles: no "off" to compare with
     out = []
     for _, row in t.iterrows():
         ref = row["case_id"].replace("-xla-", "-", 1)
@@ -197,3 +205,50 @@ def geomean_headline(run: RunData) -> float | None:
     """Geometric mean, over workloads and modes, of the best configuration's speed-up."""
     vals = [h["speedup"].value for h in headline(run) if isinstance(h["speedup"], stats.Ratio)]
     return stats.geomean(vals) if vals else None
+
+
+def backend_comparison(run: RunData, pool: dict[str, list[float]] | None = None) -> pd.DataFrame:
+    """JAX against TensorFlow on the same workload, mode, devices, precision and batch: ratio with CI.
+
+    Each data-parallel JAX case is paired with TensorFlow's case without XLA and with it (JAX
+    always compiles the whole step with XLA; TensorFlow's XLA compiles forward and backward).
+    ``pool``: samples of other results files given beside (a TensorFlow and a JAX run).
+    """
+    samples = {**(pool or {}), **run.samples}
+    t = run.table[(run.table["status"] == "ok") & (run.table["backend"] != "tensorflow")]
+    out = []
+    for _, row in t[t["parallelism"] == "data"].iterrows():
+        jax_id, tag = str(row["case_id"]), backend_tag(_backend(row))
+        tf_id = jax_id.replace(tag + "-", "-", 1)
+        for xla, other in (
+            (False, tf_id),
+            (True, tf_id.replace(f"-b{row['per_replica_batch']}", f"-xla-b{row['per_replica_batch']}")),
+        ):
+            a, b = samples.get(jax_id), samples.get(other)
+            if not a or not b:
+                continue
+            out.append(
+                {
+                    "case_id": jax_id,
+                    "vs": other,
+                    "tf_xla": xla,
+                    "samples_per_s": float(row["samples_per_s"]),
+                    "vs_samples_per_s": float(pd.Series(b).median()),
+                    "ratio": stats.ratio_of_medians(a, b),
+                }
+            )
+    return pd.DataFrame(out, columns=["case_id", "vs", "tf_xla", "samples_per_s", "vs_samples_per_s", "ratio"])
+
+
+def parallelism_comparison(run: RunData) -> pd.DataFrame:
+    """Model parallel against data parallel on the same devices, where both ran: ratio of samples/s with CI."""
+    t = run.table[(run.table["status"] == "ok") & (run.table["parallelism"] == "model")]
+    out = []
+    for _, row in t.iterrows():
+        data_id = str(row["case_id"]).replace(
+            f"{backend_tag(_backend(row), 'model')}-", f"{backend_tag(_backend(row))}-", 1
+        )
+        r = ratio(run, row["case_id"], data_id)
+        if r is not None:
+            out.append({"case_id": row["case_id"], "vs": data_id, "gain": r})
+    return pd.DataFrame(out, columns=["case_id", "vs", "gain"])

@@ -1,0 +1,78 @@
+"""Keras backends as the harness sees them: which are installed, and each worker's environment.
+
+Pure (imports no framework): the parent plans and starts workers with these. Each worker
+imports one backend module: :mod:`bench.backends.tf_backend` (TensorFlow, ``tf.distribute``) or
+:mod:`bench.backends.jax_backend` (JAX, ``keras.distribution``), which share one surface
+(:class:`bench.backends.base.Backend`) so :mod:`bench.worker` measures both the same way.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+
+from bench.cases import BACKENDS, DeviceConfig
+from bench.errors import UserError
+
+# what pip installs for each backend (the module a worker imports)
+MODULE = {"tensorflow": "tensorflow", "jax": "jax"}
+INSTALL_HINT = {"tensorflow": "pip install accelbench", "jax": "pip install 'accelbench[jax]'"}
+
+# JAX's default matmul precision per accelbench precision (read when a step is traced). As on
+# TensorFlow, "fp32" means TF32 off. The mixed policies keep JAX's default, which on GPUs runs
+# their float32 leftovers on TF32 (docs.jax.dev, "Matmul precision"); naming "tensorfloat32"
+# there would also pin the fp16 matmuls' algorithm (F16_F16_F32), which the CPU rejects
+# ("The precision 'F16_F16_F32' is not supported by dot_general on CPU").
+JAX_MATMUL_PRECISION = {
+    "fp32": "float32",
+    "tf32": "tensorfloat32",
+    "mixed_float16": "default",
+    "mixed_bfloat16": "default",
+}
+
+
+def keras_policy(precision: str) -> str:
+    """The Keras dtype policy of an accelbench precision (both backends)."""
+    return {"fp32": "float32", "tf32": "float32"}.get(precision, precision)
+
+
+def installed(backend: str) -> bool:
+    """Whether ``backend`` can be imported here (looked up without importing it)."""
+    return importlib.util.find_spec(MODULE[backend]) is not None
+
+
+def resolve(choice: str) -> tuple[str, ...]:
+    """``--backend``: one backend (it must be installed), or ``all`` = each installed one."""
+    if choice == "all":
+        found = tuple(b for b in BACKENDS if installed(b))
+        if not found:
+            raise UserError("--backend all: neither TensorFlow nor JAX is installed (pip install accelbench)")
+        return found
+    if choice not in BACKENDS:
+        raise UserError(f"--backend must be one of {', '.join(BACKENDS)}, all; got {choice!r}")
+    if not installed(choice):
+        raise UserError(f"--backend {choice}: {MODULE[choice]} is not installed ({INSTALL_HINT[choice]})")
+    return (choice,)
+
+
+def worker_env(backend: str, device: DeviceConfig, gpu_plan: Mapping | None = None) -> dict[str, str]:
+    """Environment variables a worker of ``backend`` on ``device`` starts with (set before any import).
+
+    Keras picks its backend at import from KERAS_BACKEND, so it is always set (a user's
+    ``KERAS_BACKEND=jax`` must not turn a TensorFlow worker into a JAX one). JAX workers: CPU
+    cases see only the CPU platform (a GPU box does not initialise CUDA for them) with exactly
+    ``count`` CPU devices (virtual ones for ``cpuN-virtual``); GPU cases see exactly their GPUs,
+    named by NVML UUID, and allocate on demand, so NVML's memory figure is not JAX's 75% pool.
+    """
+    env = {"KERAS_BACKEND": backend, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    if backend != "jax":
+        return env
+    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+    if device.kind == "cpu":
+        env.update(JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES=str(device.count))
+    else:
+        env["JAX_PLATFORMS"] = "cuda,cpu"  # cpu stays for host-side arrays
+        uuids = list((gpu_plan or {}).get("uuids") or [])
+        if uuids:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids[: device.count])
+    return env

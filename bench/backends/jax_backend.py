@@ -1,0 +1,388 @@
+"""The JAX backend: the same Keras workloads as jitted stateless steps, data or model parallel.
+
+Research: ``shared/design/jax-backend.md``. The step is ``model.stateless_call`` +
+``optimizer.stateless_apply`` under ``jax.jit`` with the state donated, compiled ahead of time
+(``lower().compile()``: compile time on its own, and an executable that cannot retrace: a
+changed input sharding is an error, not a silent recompile). A round ends by blocking on the
+state (training) or the last output (inference; a device runs its queued executions in order).
+Several devices: ``keras.distribution.DataParallel`` (batch sharded, weights replicated, XLA
+SPMD inserts the all-reduce) or ``ModelParallel`` (dense and attention kernels sharded over a
+``model`` mesh axis; the state's output shardings are pinned to its input shardings, without
+which XLA hands back other shardings and the next call recompiles). Imports no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import keras
+from keras import distribution as kd
+
+from bench.backends import JAX_MATMUL_PRECISION, keras_policy
+from bench.backends.base import Backend, Step
+from bench.cases import Case, DeviceConfig
+from bench.loop import PlacementError, Probe
+from workloads import WORKLOADS
+
+# Steps in flight at once over several CPU devices. XLA's CPU collectives deadlock when many
+# multi-device steps are queued (measured, jax 0.10.2 on 2 cores: 100 queued steps, data or model
+# parallel, training or inference -> "Termination timeout for `all reduce RendezvousKey` of 40
+# seconds exceeded", abort). Waiting for step i-2 before queueing step i keeps two in flight,
+# so the devices never idle for it and nothing deadlocks. GPUs queue without bound.
+CPU_IN_FLIGHT = 2
+CPU_MEMORY_REASON = "JAX's CPU devices report no memory statistics (Device.memory_stats() is None)"
+
+
+def layout_for(path: str, shape: tuple[int, ...], n: int) -> tuple[str | None, ...] | None:
+    """The model-parallel layout of one variable, or None (replicated).
+
+    Dense kernels ``(in, out)`` split their outputs (``(None, "model")``) and their biases
+    follow; attention query/key/value kernels ``(d_model, heads, head_dim)`` split their heads,
+    the attention output kernel ``(heads, head_dim, d_model)`` splits its input heads (its
+    bias, like norms, convolutions and batch-norm statistics, stays replicated). An axis that
+    ``n`` does not divide stays whole.
+    """
+    name = path.rsplit("/", 1)[-1]
+    if name not in ("kernel", "bias"):
+        return None
+    out_proj = "attention_output" in path
+    if name == "kernel" and len(shape) == 2:
+        axis = 1
+    elif name == "kernel" and len(shape) == 3:
+        axis = 0 if out_proj else 1
+    elif name == "bias" and len(shape) == 1 and not out_proj or name == "bias" and len(shape) == 2:
+        axis = 0
+    else:
+        return None
+    if shape[axis] % n:
+        return None
+    return tuple("model" if i == axis else None for i in range(len(shape)))
+
+
+def _bias_matches_kernel(path: str, shapes: dict[str, tuple[int, ...]], n: int) -> bool:
+    """A dense bias is split only where its kernel is (a kernel with an unsplittable output keeps both whole)."""
+    kernel = path[: -len("bias")] + "kernel"
+    return kernel not in shapes or layout_for(kernel, shapes[kernel], n) is not None
+
+
+class JaxBackend(Backend):
+    """One worker's JAX: the case's devices (platform and count fixed by the runner's environment)."""
+
+    name = "jax"
+
+    def __init__(self, device: DeviceConfig, gpu_plan: dict | None = None):
+        self.device = device
+        self.platform = "cpu" if device.kind == "cpu" else "gpu"
+        found = jax.devices(self.platform)
+        if len(found) < device.count:
+            raise RuntimeError(f"JAX sees {len(found)} {self.platform} device(s); the case needs {device.count}")
+        self.devices = list(found[: device.count])
+        self.names = [f"{d.platform}:{d.id}" for d in self.devices]
+        self.bus_ids = list((gpu_plan or {}).get("pci_bus_ids") or [])[: device.count]
+        self.all_reduce = (
+            "none (1 replica)"
+            if device.count == 1
+            else "XLA SPMD collectives (NCCL)"
+            if device.kind == "gpu"
+            else "XLA SPMD collectives (in-process CPU)"
+        )
+        self._sync_on: Any = None
+
+    def versions(self) -> dict:
+        import jaxlib
+
+        return {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", None), "keras": keras.__version__}
+
+    def apply_precision(self, precision: str, device_kind: str) -> str:
+        keras.config.set_dtype_policy(keras_policy(precision))
+        jax.config.update("jax_default_matmul_precision", JAX_MATMUL_PRECISION[precision])
+        mm = jax.config.jax_default_matmul_precision
+        p = keras.config.dtype_policy()
+        if p.compute_dtype == "float32":
+            mode = "tf32" if mm == "tensorfloat32" and device_kind == "gpu" else "fp32"
+        else:
+            mode = f"{'bf16' if p.compute_dtype == 'bfloat16' else 'fp16'} compute, {p.variable_dtype} variables"
+            if p.compute_dtype == "float16":
+                mode += ", loss scaling"
+            if device_kind == "gpu":
+                mode += ", fp32 ops tf32 (JAX's default)"
+        return f"{mode} (jax matmul precision {mm})"
+
+    def matmul_probe(self, precision: str, n: int, budget_s: float) -> Probe:
+        dtype = {"mixed_float16": jnp.float16, "mixed_bfloat16": jnp.bfloat16}.get(precision, jnp.float32)
+        reps = 4
+        dev = self.devices[0]
+        ka, kb = jax.random.split(jax.random.PRNGKey(0))
+        a = jax.device_put(jax.random.normal(ka, (n, n), jnp.float32).astype(dtype), dev)
+        b = jax.device_put((jax.random.normal(kb, (n, n), jnp.float32) / n**0.5).astype(dtype), dev)
+
+        def chain(a: Any, b: Any) -> Any:
+            c = a
+            for _ in range(reps):
+                c = c @ b
+            return c
+
+        with jax.default_matmul_precision(JAX_MATMUL_PRECISION[precision]):
+            fn = jax.jit(chain).lower(a, b).compile()
+        jax.block_until_ready(fn(a, b))
+        best, spent, rounds = 0.0, 0.0, 0
+        while rounds < 3 or (spent < budget_s and rounds < 50):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn(a, b))
+            dt = time.perf_counter() - t0
+            spent += dt
+            rounds += 1
+            best = max(best, 2.0 * n**3 * reps / dt)
+        return Probe(best / 1e12, n, jnp.dtype(dtype).name)
+
+    # -- building ---------------------------------------------------------------------------
+
+    def _distribution(self, case: Case, w: Any, size: Any) -> tuple[Any, dict]:
+        """The case's Keras distribution (None on one device) and the layouts asked for."""
+        n = len(self.devices)
+        if n == 1:
+            return None, {}
+        if case.parallelism == "data":
+            return kd.DataParallel(devices=self.names), {}
+        # learn the variables' paths and shapes from an unplaced build, then name each one exactly
+        probe = w.build(size)
+        shapes = {v.path: tuple(v.shape) for v in probe.weights}
+        keras.backend.clear_session()
+        mesh = kd.DeviceMesh((1, n), ("batch", "model"), self.names)
+        layout_map = kd.LayoutMap(mesh)
+        wanted: dict[str, tuple] = {}
+        for path, shape in shapes.items():
+            lay = layout_for(path, shape, n)
+            if lay is None or (path.endswith("/bias") and not _bias_matches_kernel(path, shapes, n)):
+                continue
+            layout_map[f"^{re.escape(path)}$"] = lay
+            wanted[path] = lay
+        if not wanted:
+            raise PlacementError(f"model parallelism over {n} devices: no dense or attention kernel splits {n} ways")
+        return kd.ModelParallel(layout_map=layout_map, batch_dim_name="batch"), wanted
+
+    def build(self, case: Case, profile: str) -> Step:
+        w = WORKLOADS[case.workload]
+        size = w.size(profile)
+        dist, wanted = self._distribution(case, w, size)
+        kd.set_distribution(dist)
+        model = w.build(size)
+        optimizer: Any = None
+        if case.mode == "train":
+            optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+            if case.precision == "mixed_float16":
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+            optimizer.build(model.trainable_variables)
+        x, y = w.make_batch(size, case.global_batch, seed=17)
+        if dist is not None:
+            x = jax.device_put(x, dist.get_data_layout(x.shape).backend_layout)
+            y = jax.device_put(y, dist.get_data_layout(y.shape).backend_layout)
+        else:
+            x, y = jax.device_put(x, self.devices[0]), jax.device_put(y, self.devices[0])
+        tv = [v.value for v in model.trainable_variables]
+        ntv = [v.value for v in model.non_trainable_variables]
+        holder = _Holder(model=model, optimizer=optimizer, x=x, y=y, wanted=wanted, distribution=dist)
+        bound = _InFlight(CPU_IN_FLIGHT if dist is not None and self.platform == "cpu" else None)
+        t0 = time.perf_counter()
+        if case.mode == "train":
+            ov = [v.value for v in optimizer.variables]
+            holder.state = (tv, ntv, ov)
+            fn = _train_fn(model, optimizer, case.precision == "mixed_float16")
+            state_sh = jax.tree_util.tree_map(lambda a: a.sharding, holder.state)
+            loss_sh = (
+                jax.sharding.NamedSharding(dist.device_mesh.backend_mesh, jax.sharding.PartitionSpec())
+                if dist
+                else None
+            )
+            jitted = jax.jit(fn, donate_argnums=0, out_shardings=(loss_sh, state_sh) if dist else None)
+            compiled = jitted.lower(holder.state, x, y).compile()
+
+            def step() -> Any:
+                loss, holder.state = compiled(holder.state, x, y)
+                return bound(loss)
+
+            self._sync_on = lambda: holder.state
+        else:
+            holder.state = (tv, ntv)
+            compiled = jax.jit(_infer_fn(model)).lower(holder.state, x).compile()
+
+            def step() -> Any:
+                holder.last = bound(compiled(holder.state, x))
+                return holder.last
+
+            self._sync_on = lambda: holder.last
+        compile_s = time.perf_counter() - t0
+        holder.in_shardings = jax.tree_util.tree_map(lambda a: a.sharding, holder.state)
+        return Step(
+            step=step,
+            params=int(model.count_params()),
+            xla_scope="whole step (jax.jit, compiled ahead of time)",
+            native=holder,
+            compile_s=compile_s,
+            extra={"parallelism": case.parallelism, **_xla_figures(compiled)},
+        )
+
+    def sync(self) -> None:
+        jax.block_until_ready(self._sync_on() if self._sync_on else None)
+
+    def check_placement(self, built: Step, first: Any) -> dict:
+        """Every state leaf and the data on exactly the case's devices and platform; shardings kept.
+
+        Model parallel: each kernel asked to split is split on ``model`` over every device.
+        After a step the state must carry the shardings it went in with (else the next call
+        would need another executable).
+        """
+        h: _Holder = built.native
+        want = set(self.devices)
+        bad: list[str] = []
+        leaves = jax.tree_util.tree_leaves(h.state)
+        for a in leaves + [h.x, h.y, first]:
+            if set(a.sharding.device_set) != want:
+                bad.append(f"{a.shape} on {sorted(str(d) for d in a.sharding.device_set)}")
+            elif any(d.platform != self.devices[0].platform for d in a.sharding.device_set):
+                bad.append(f"{a.shape} on platform {[d.platform for d in a.sharding.device_set]}")
+        drift = [
+            f"{s} -> {a.sharding}"
+            for s, a in zip(jax.tree_util.tree_leaves(h.in_shardings), leaves)
+            if not s.is_equivalent_to(a.sharding, a.ndim)
+        ]
+        split = {}
+        for v in h.model.weights:
+            if v.path in h.wanted:
+                spec = tuple(v.value.sharding.spec) if hasattr(v.value.sharding, "spec") else ()
+                spec = spec + (None,) * (len(v.shape) - len(spec))
+                split[v.path] = spec == tuple(h.wanted[v.path])
+        if bad or drift[:1] or not all(split.values()):
+            raise PlacementError(
+                f"expected state, data and outputs on {self.names}: "
+                + "; ".join(
+                    bad[:3]
+                    + [f"sharding changed by the step: {d}" for d in drift[:2]]
+                    + [f"{p} not split as {h.wanted[p]}" for p, ok in split.items() if not ok][:3]
+                )
+            )
+        facts: dict = {"state_leaves": len(leaves), "data_sharding": str(getattr(h.x.sharding, "spec", h.x.sharding))}
+        if h.wanted:
+            facts["model_parallel_split"] = sorted(h.wanted)
+            facts["model_parallel_split_fraction"] = round(
+                sum(int(v.value.size) for v in h.model.weights if v.path in h.wanted)
+                / max(1, sum(int(v.value.size) for v in h.model.weights)),
+                4,
+            )
+        return facts
+
+    def final_loss(self, last: Any) -> float:
+        return float(last)
+
+    def memory_peaks(self, virtual_cpu: bool) -> list[int | None]:
+        out: list[int | None] = []
+        for d in self.devices:
+            stats = d.memory_stats()
+            out.append(int(stats["peak_bytes_in_use"]) if stats and "peak_bytes_in_use" in stats else None)
+        return out
+
+    def memory_note(self) -> str:
+        if self.platform == "cpu":
+            return CPU_MEMORY_REASON
+        return "peak_bytes_in_use over the worker's life (JAX cannot reset it; one case per worker on GPUs)"
+
+    def is_oom(self, e: BaseException) -> bool:
+        return "RESOURCE_EXHAUSTED" in str(e) or "Out of memory" in str(e)
+
+    def gpu_bus_ids(self) -> list[str]:
+        return self.bus_ids
+
+    def end_case(self) -> None:
+        kd.set_distribution(None)
+        keras.config.set_dtype_policy("float32")
+        keras.backend.clear_session()
+        self._sync_on = None
+
+
+class _InFlight:
+    """Bounds the steps queued at once: before returning step i's output, waits for step i-depth's."""
+
+    def __init__(self, depth: int | None):
+        self.depth = depth
+        self.queue: deque[Any] = deque()
+
+    def __call__(self, out: Any) -> Any:
+        if self.depth is not None:
+            self.queue.append(out)
+            if len(self.queue) > self.depth:
+                jax.block_until_ready(self.queue.popleft())
+        return out
+
+
+@dataclass
+class _Holder:
+    """A case's live state between steps (donated buffers are replaced at every call)."""
+
+    model: Any
+    optimizer: Any
+    x: Any
+    y: Any
+    wanted: dict  # model parallel: variable path -> the layout asked for
+    distribution: Any
+    state: Any = None
+    last: Any = None
+    in_shardings: Any = None
+
+
+def _train_fn(model: Any, optimizer: Any, scaled: bool) -> Any:
+    """``(state, x, y) -> (loss, state)``: forward, backward and the optimizer, all in one XLA program."""
+    loss_obj = keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # mean over the global batch
+
+    def loss_fn(tv: Any, ntv: Any, ov: Any, x: Any, y: Any) -> Any:
+        logits, ntv = model.stateless_call(tv, ntv, x, training=True)
+        loss = loss_obj(y, logits)
+        out = loss
+        if scaled:  # as keras' JAX trainer does: the scale is optimizer state
+            with keras.StatelessScope(state_mapping=list(zip(optimizer.variables, ov))):
+                out = optimizer.scale_loss(loss)
+        return out, (loss, ntv)
+
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+    def train_step(state: Any, x: Any, y: Any) -> Any:
+        tv, ntv, ov = state
+        (_, (loss, ntv)), grads = grad_fn(tv, ntv, ov, x, y)
+        tv, ov = optimizer.stateless_apply(ov, grads, tv)
+        return loss, (tv, ntv, ov)
+
+    return train_step
+
+
+def _infer_fn(model: Any) -> Any:
+    def infer_step(state: Any, x: Any) -> Any:
+        tv, ntv = state
+        logits, _ = model.stateless_call(tv, ntv, x, training=False)
+        return logits
+
+    return infer_step
+
+
+def _xla_figures(compiled: Any) -> dict:
+    """XLA's own FLOP count and buffer sizes of the compiled step (per device under SPMD), where reported."""
+    out: dict = {}
+    try:
+        cost = compiled.cost_analysis()
+        cost = cost[0] if isinstance(cost, list) else cost
+        if cost and cost.get("flops"):
+            out["xla_flops_per_device_step"] = float(cost["flops"])
+    except Exception:  # best effort: not every platform and version has it
+        pass
+    try:
+        mem = compiled.memory_analysis()
+        if mem is not None:
+            out["xla_temp_bytes"] = int(mem.temp_size_in_bytes)
+            out["xla_argument_bytes"] = int(mem.argument_size_in_bytes)
+    except Exception:  # best effort, as above
+        pass
+    return out

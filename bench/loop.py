@@ -1,0 +1,106 @@
+"""The backend-neutral measuring loop: rounds of K steps closed by one sync, latencies, summaries.
+
+Rules from ``shared/design/measurement.md``: a round is K steps closed by one device sync (never
+a sync per step inside the timed block); throughput is global samples of a round over its wall
+time. ``sync`` is the backend's (TensorFlow's device sync, or blocking on JAX's state).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench import stats
+from bench.cases import Case
+from bench.profiles import Timing
+
+
+class PlacementError(RuntimeError):
+    """Variables or compute are not on the devices the case asked for."""
+
+
+class NumericsError(RuntimeError):
+    """The loss was not finite after the timed rounds."""
+
+
+@dataclass
+class Probe:
+    """Reachable matmul FLOP/s of one device at one precision."""
+
+    tflops: float
+    n: int
+    dtype: str
+
+
+def plan_rounds(step_s: float, timing: Timing) -> tuple[int, int]:
+    """(steps per round K, rounds R) for a step of ``step_s`` seconds within the budget."""
+    round_s = max(timing.min_round_s, timing.case_budget_s / timing.target_rounds)
+    k = max(1, math.ceil(round_s / max(step_s, 1e-9)))
+    r = int(timing.case_budget_s // (k * max(step_s, 1e-9)))
+    return k, max(timing.min_rounds, min(timing.max_rounds, r))
+
+
+def timed_rounds(
+    step: Callable[[], Any],
+    sync: Callable[[], Any],
+    steps_per_round: int,
+    rounds: int,
+    pedantic: Callable[..., Any],
+    setup: Callable[[], None] | None = None,
+    barrier: Callable[[], None] | None = None,
+) -> Any:
+    """Run ``rounds`` rounds of ``steps_per_round`` steps, one sync per round, via ``pedantic``.
+
+    ``setup`` runs before each round, outside the timed part (a progress heartbeat).
+    ``barrier`` closes each round inside the timed part (a cluster's inference rounds have no
+    collective of their own, so rank 0's round time would not cover the other workers).
+    """
+    last: list[Any] = [None]
+
+    def one_round() -> None:
+        out = None
+        for _ in range(steps_per_round):
+            out = step()
+        sync()
+        if barrier is not None:
+            barrier()
+        last[0] = out
+
+    pedantic(one_round, setup=setup, rounds=rounds, iterations=1, warmup_rounds=0)
+    return last[0]
+
+
+def latencies(step: Callable[[], Any], sync: Callable[[], Any], n: int, budget_s: float) -> list[float]:
+    """Per-batch latency: ``n`` individually synced steps (outside the throughput rounds)."""
+    out: list[float] = []
+    spent = 0.0
+    while len(out) < n and (spent < budget_s or len(out) < 10):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        dt = time.perf_counter() - t0
+        out.append(dt)
+        spent += dt
+    return out
+
+
+def summarize(case: Case, round_times: Sequence[float], k: int) -> dict:
+    """Throughput and step-time figures of the timed rounds (names as in the CSV)."""
+    t = stats.throughput(round_times, case.global_batch * k, k)
+    return {
+        "samples_per_s": t.median,
+        "samples_per_s_ci_low": t.ci_low,
+        "samples_per_s_ci_high": t.ci_high,
+        "step_time_median_s": t.median_step_s,
+        "step_time_min_s": t.min_step_s,
+        "step_time_p50_s": t.p50_step_s,
+        "step_time_p90_s": t.p90_step_s,
+        "step_time_p99_s": t.p99_step_s,
+        "step_time_cv": t.cv,
+        "unstable": t.unstable,
+        "rounds": len(round_times),
+        "steps_per_round": k,
+    }
