@@ -12,8 +12,9 @@ nox.options.sessions = ["tests", "lint"]
 nox.options.reuse_venv = "yes"
 
 PYPROJECT = nox.project.load_toml("pyproject.toml")
-# ACCELBENCH_EXTRAS=cuda nox -s bench installs TensorFlow with its CUDA libraries (GPU machines).
-PROJECT = f".[{os.environ['ACCELBENCH_EXTRAS']}]" if os.environ.get("ACCELBENCH_EXTRAS") else "."
+# Both Keras backends by default (--backend all measures each one installed). On GPU machines
+# ACCELBENCH_EXTRAS=cuda,jax-cuda installs TensorFlow's and JAX's CUDA libraries.
+PROJECT = f".[{os.environ.get('ACCELBENCH_EXTRAS') or 'jax'}]"
 
 
 @nox.session(default=False)
@@ -32,8 +33,8 @@ def report(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite (real TensorFlow on CPU; fake NVML at the hardware boundary)."""
-    session.install(".", *nox.project.dependency_groups(PYPROJECT, "test"))
+    """The test suite (real TensorFlow and JAX on CPU; fake NVML at the hardware boundary)."""
+    session.install(".[jax]", *nox.project.dependency_groups(PYPROJECT, "test"))
     session.run("pytest", "--benchmark-disable", *session.posargs)  # timing is not what the tests check
 
 

@@ -80,6 +80,10 @@ FIGURE_COLUMNS = [
     "device_peak_mem_per_device_bytes",
     "xla_scope",
     "device_peak_mem_compile_bytes",
+    # the JAX backend: compile ahead of time, then a first (cold) step; what the model split covered
+    "first_step_s",
+    "model_parallel_split_fraction",
+    "xla_flops_per_device_step",
 ]
 TELEMETRY_COLUMNS = [
     "energy_j",

@@ -26,6 +26,7 @@ from keras import distribution as kd
 
 from bench.backends import JAX_MATMUL_PRECISION, keras_policy
 from bench.backends.base import Backend, Step
+from bench.backends.layouts import bias_follows_kernel, layout_for
 from bench.cases import Case, DeviceConfig
 from bench.loop import PlacementError, Probe
 from workloads import WORKLOADS
@@ -37,38 +38,6 @@ from workloads import WORKLOADS
 # so the devices never idle for it and nothing deadlocks. GPUs queue without bound.
 CPU_IN_FLIGHT = 2
 CPU_MEMORY_REASON = "JAX's CPU devices report no memory statistics (Device.memory_stats() is None)"
-
-
-def layout_for(path: str, shape: tuple[int, ...], n: int) -> tuple[str | None, ...] | None:
-    """The model-parallel layout of one variable, or None (replicated).
-
-    Dense kernels ``(in, out)`` split their outputs (``(None, "model")``) and their biases
-    follow; attention query/key/value kernels ``(d_model, heads, head_dim)`` split their heads,
-    the attention output kernel ``(heads, head_dim, d_model)`` splits its input heads (its
-    bias, like norms, convolutions and batch-norm statistics, stays replicated). An axis that
-    ``n`` does not divide stays whole.
-    """
-    name = path.rsplit("/", 1)[-1]
-    if name not in ("kernel", "bias"):
-        return None
-    out_proj = "attention_output" in path
-    if name == "kernel" and len(shape) == 2:
-        axis = 1
-    elif name == "kernel" and len(shape) == 3:
-        axis = 0 if out_proj else 1
-    elif name == "bias" and len(shape) == 1 and not out_proj or name == "bias" and len(shape) == 2:
-        axis = 0
-    else:
-        return None
-    if shape[axis] % n:
-        return None
-    return tuple("model" if i == axis else None for i in range(len(shape)))
-
-
-def _bias_matches_kernel(path: str, shapes: dict[str, tuple[int, ...]], n: int) -> bool:
-    """A dense bias is split only where its kernel is (a kernel with an unsplittable output keeps both whole)."""
-    kernel = path[: -len("bias")] + "kernel"
-    return kernel not in shapes or layout_for(kernel, shapes[kernel], n) is not None
 
 
 class JaxBackend(Backend):
@@ -159,7 +128,7 @@ class JaxBackend(Backend):
         wanted: dict[str, tuple] = {}
         for path, shape in shapes.items():
             lay = layout_for(path, shape, n)
-            if lay is None or (path.endswith("/bias") and not _bias_matches_kernel(path, shapes, n)):
+            if lay is None or (path.endswith("/bias") and not bias_follows_kernel(path, shapes, n)):
                 continue
             layout_map[f"^{re.escape(path)}$"] = lay
             wanted[path] = lay
@@ -187,7 +156,8 @@ class JaxBackend(Backend):
             x, y = jax.device_put(x, self.devices[0]), jax.device_put(y, self.devices[0])
         tv = [v.value for v in model.trainable_variables]
         ntv = [v.value for v in model.non_trainable_variables]
-        holder = _Holder(model=model, optimizer=optimizer, x=x, y=y, wanted=wanted, distribution=dist)
+        paths = [v.path for v in model.trainable_variables] + [v.path for v in model.non_trainable_variables]
+        holder = _Holder(model=model, optimizer=optimizer, x=x, y=y, wanted=wanted, paths=paths, distribution=dist)
         bound = _InFlight(CPU_IN_FLIGHT if dist is not None and self.platform == "cpu" else None)
         t0 = time.perf_counter()
         if case.mode == "train":
@@ -252,12 +222,13 @@ class JaxBackend(Backend):
             for s, a in zip(jax.tree_util.tree_leaves(h.in_shardings), leaves)
             if not s.is_equivalent_to(a.sharding, a.ndim)
         ]
+        # the model's variables were donated to the step: read the weights from the live state
+        weights = dict(zip(h.paths, list(h.state[0]) + list(h.state[1])))
         split = {}
-        for v in h.model.weights:
-            if v.path in h.wanted:
-                spec = tuple(v.value.sharding.spec) if hasattr(v.value.sharding, "spec") else ()
-                spec = spec + (None,) * (len(v.shape) - len(spec))
-                split[v.path] = spec == tuple(h.wanted[v.path])
+        for path, lay in h.wanted.items():
+            a = weights[path]
+            spec = tuple(a.sharding.spec) if hasattr(a.sharding, "spec") else ()
+            split[path] = spec + (None,) * (a.ndim - len(spec)) == tuple(lay)
         if bad or drift[:1] or not all(split.values()):
             raise PlacementError(
                 f"expected state, data and outputs on {self.names}: "
@@ -267,13 +238,15 @@ class JaxBackend(Backend):
                     + [f"{p} not split as {h.wanted[p]}" for p, ok in split.items() if not ok][:3]
                 )
             )
-        facts: dict = {"state_leaves": len(leaves), "data_sharding": str(getattr(h.x.sharding, "spec", h.x.sharding))}
+        spec = getattr(h.x.sharding, "spec", None)  # the input's mesh axis per dimension ([] on one device)
+        facts: dict = {
+            "state_leaves": len(leaves),
+            "data_sharding": [None if a is None else str(a) for a in spec or ()],
+        }
         if h.wanted:
             facts["model_parallel_split"] = sorted(h.wanted)
             facts["model_parallel_split_fraction"] = round(
-                sum(int(v.value.size) for v in h.model.weights if v.path in h.wanted)
-                / max(1, sum(int(v.value.size) for v in h.model.weights)),
-                4,
+                sum(int(weights[p].size) for p in h.wanted) / max(1, sum(int(w.size) for w in weights.values())), 4
             )
         return facts
 
@@ -329,6 +302,7 @@ class _Holder:
     x: Any
     y: Any
     wanted: dict  # model parallel: variable path -> the layout asked for
+    paths: list  # variable paths in state order: trainable, then non-trainable
     distribution: Any
     state: Any = None
     last: Any = None

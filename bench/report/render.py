@@ -17,7 +17,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from bench import __version__, stats, storage
-from bench.report import analysis, charts
+from bench.report import analysis, charts, compare
 from bench.report import cost as costs
 from bench.report.analysis import RunData, fmt_ratio
 from bench.report.html import Cell, Csv, Para, Section, Svg, Table, na, num
@@ -38,9 +38,12 @@ def machine_line(doc: dict) -> str:
     for g in ab.get("gpus", []):
         names[g.get("name", "?")] = names.get(g.get("name", "?"), 0) + 1
     gtxt = ", ".join(f"{n}x {k}" for k, n in names.items()) or "no GPU"
+    fw = [f"TensorFlow {ab['tensorflow']}, Keras {ab.get('keras', '?')}"] if ab.get("tensorflow") else []
+    if ab.get("jax"):
+        fw.append(f"JAX {ab['jax']} (Keras {ab.get('jax_keras', '?')})")
     return (
         f"{mi.get('node', '?')}: {cpu.get('model', '?')} ({cpu.get('logical_cores', '?')} cores), {gtxt}; "
-        f"TensorFlow {ab.get('tensorflow', '?')}, Keras {ab.get('keras', '?')}, driver {ab.get('driver_version') or '-'}"
+        f"{', '.join(fw) or 'TensorFlow ?'}, driver {ab.get('driver_version') or '-'}"
     )
 
 
@@ -53,6 +56,7 @@ def machine_identity(doc: dict) -> tuple:
         ab.get("cuda_build"),
         ab.get("tensorflow"),
         ab.get("cpu", {}).get("model"),
+        ab.get("jax"),
     )
 
 
@@ -141,7 +145,11 @@ def _cell_colour(x: float) -> str:
 
 
 def _config(r: pd.Series) -> str:
-    return f"{r['device_kind']}{r['device_count']}{'-virtual' if r['virtual'] else ''} {r['precision']}{' xla' if r['xla'] else ''}"
+    """``cpu1 fp32``, ``gpu2 mixed_bfloat16 xla``, ``cpu2-virtual jax-mp fp32`` (JAX always compiles: no ``xla``)."""
+    backend = r.get("backend") or "tensorflow"
+    be = "" if backend == "tensorflow" else f" {backend}{'-mp' if r.get('parallelism') == 'model' else ''}"
+    xla = " xla" if r["xla"] and backend == "tensorflow" else ""
+    return f"{r['device_kind']}{r['device_count']}{'-virtual' if r['virtual'] else ''}{be} {r['precision']}{xla}"
 
 
 def _matrix(run: RunData) -> Table:
@@ -355,7 +363,7 @@ def _memory(run: RunData) -> Table:
     ]
     headers = [
         "case",
-        "device peak MiB, steady state (TF allocator)",
+        "device peak MiB, steady state (TF allocator; JAX: peak_bytes_in_use)",
         "device peak MiB while compiling and warming up",
         "host peak RSS MiB",
         "NVML used MiB: TF's process pool (never released, so it carries over between cases of one worker)",
@@ -456,7 +464,12 @@ def _environment(doc: dict) -> Table:
         ["GPU note", ab.get("no_gpu_reason") or "-"],
         ["driver / CUDA driver", f"{ab.get('driver_version') or '-'} / {ab.get('cuda_driver_version') or '-'}"],
         ["CUDA / cuDNN (TF build)", f"{ab.get('cuda_build') or '-'} / {ab.get('cudnn_build') or '-'}"],
-        ["TensorFlow / Keras", f"{ab.get('tensorflow')} / {ab.get('keras')}"],
+        ["TensorFlow / Keras", f"{ab.get('tensorflow') or '-'} / {ab.get('keras') or '-'}"],
+        [
+            "JAX / jaxlib / Keras",
+            f"{ab.get('jax')} / {ab.get('jaxlib')} / {ab.get('jax_keras')}" if ab.get("jax") else "-",
+        ],
+        ["JAX GPU note", ab.get("jax_no_gpu_reason") or "-"],
         ["Python", mi.get("python_version")],
         ["commit", f"{ci.get('id', '-')} {'(dirty)' if ci.get('dirty') else ''}"],
         ["command", "accelbench " + " ".join(run.get("argv", []))],
@@ -557,6 +570,8 @@ def html_report(
                 _gains(analysis.xla_gains(run), "XLA on and off did not both run (use --xla both)."),
                 level=3,
             ),
+            Section(f"Backends: JAX vs TensorFlow{sfx}", compare.backends(run, pool)),
+            Section(f"Model vs data parallel{sfx}", compare.parallelism(run), level=3),
             Section(f"Energy and power{sfx}", _energy(run)),
             Section(f"Memory{sfx}", [_memory(run)]),
             Section(f"Compute efficiency{sfx}", [_efficiency(run)]),
@@ -611,6 +626,18 @@ def markdown_report(
                     f"- {md(w)} {md(m)}: {md(o['case_id'])}, {o['cost'].per_million:.4g} {md(prices.currency)} per million samples"
                     for (w, m), o in cheapest.items()
                 ],
+                "",
+            ]
+        bc = analysis.backend_comparison(run)
+        if not bc.empty:
+            out += [
+                "## JAX vs TensorFlow",
+                "",
+                tabulate(
+                    [[md(r["case_id"]), md(r["vs"]), fmt_ratio(r["ratio"])] for _, r in bc.iterrows()],
+                    headers=["JAX case", "TensorFlow case", "JAX / TF"],
+                    tablefmt="github",
+                ),
                 "",
             ]
         sp = analysis.speedups(run).set_index("case_id")["speedup"]

@@ -1,0 +1,178 @@
+"""The backend axis without importing JAX: planner rules, ids, worker environments, precision mapping, layouts."""
+
+import sys
+
+import pytest
+
+from bench import backends, capability, runner
+from bench.backends.layouts import bias_follows_kernel, layout_for
+from bench.cases import Case, DeviceConfig
+from bench.devices import CPUInfo, Machine
+from bench.errors import UserError
+from bench.planning import RunOptions, plan
+from bench.telemetry.gpus import Discovery, GPUInfo
+
+NATIVE_BF16 = ("avx2", "avx512f", "avx512_bf16")
+AVX2_ONLY = ("avx2", "fma")
+
+
+def machine(jax_gpus=0, tf=True, jax=True, flags=NATIVE_BF16):
+    """A machine as the probes would describe it; the GPUs (NVML and JAX's view) are the hardware boundary."""
+    nv = [
+        GPUInfo(i, "NVIDIA H200", f"GPU-uuid-{i}", f"0000:{0x10 + i:02x}:00.0", 141 * 2**30, (9, 0))
+        for i in range(jax_gpus)
+    ]
+    jax_view = {
+        "jax": "0.10.2",
+        "gpus": [{"jax_index": i, "name": "NVIDIA H200", "compute_capability": [9, 0]} for i in range(jax_gpus)],
+    }
+    return Machine(
+        CPUInfo("Test CPU", 2, 1, 2, flags),
+        Discovery(nv, "570", "12.8", None if jax_gpus else "NVML library not found"),
+        {"gpus": [], "built_with_cuda": True} if tf else {},
+        jax_view if jax else {},
+    )
+
+
+def verdicts(machine_, **opts):
+    base = dict(profile="smoke", workloads=("mlp",), modes=("train",))
+    return {c.id: (c, s) for c, s in plan(RunOptions(**{**base, **opts}), machine_)}
+
+
+def test_ids_keep_tensorflow_form_and_name_other_backends():
+    tf = Case("mlp", "train", "gpu", 1, False, "tf32", True, 1024)
+    jx = Case("mlp", "train", "gpu", 1, False, "tf32", True, 1024, backend="jax")
+    mp = Case("mlp", "train", "gpu", 2, False, "fp32", True, 64, backend="jax", parallelism="model")
+    assert tf.id == "mlp-train-gpu1-tf32-xla-b1024"
+    assert jx.id == "mlp-train-gpu1-jax-tf32-b1024"  # JAX always compiles: no -xla
+    assert mp.id == "mlp-train-gpu2-jax-mp-fp32-b64"
+    # model parallel keeps one data-parallel replica: the global batch of one device
+    assert mp.global_batch == 64
+    assert Case("mlp", "train", "gpu", 2, False, "fp32", True, 64, backend="jax").global_batch == 128
+    old = {k: v for k, v in tf.to_dict().items() if k not in ("backend", "parallelism")}
+    assert Case.from_dict(old) == tf  # results written before the backend axis read as TensorFlow, data parallel
+
+
+def test_backend_all_plans_each_probed_backend_and_jax_once_whatever_xla():
+    v = verdicts(machine(), devices=("cpu",), precisions=("fp32",), backend="all", xla="both")
+    assert set(v) == {"mlp-train-cpu-fp32-b64", "mlp-train-cpu-fp32-xla-b64", "mlp-train-cpu-jax-fp32-b64"}
+    case, sup = v["mlp-train-cpu-jax-fp32-b64"]
+    assert sup.supported and case.xla and case.backend == "jax"
+    only_tf = verdicts(machine(jax=False), devices=("cpu",), precisions=("fp32",), backend="all")
+    assert set(only_tf) == {"mlp-train-cpu-fp32-b64"}
+
+
+@pytest.mark.parametrize("flags", [NATIVE_BF16, AVX2_ONLY])
+def test_jax_cpu_precisions_follow_the_same_capability_rules(flags):
+    v = verdicts(machine(flags=flags), devices=("cpu",), backend="jax")
+    for p in ("fp32", "tf32", "mixed_float16", "mixed_bfloat16"):
+        _, sup = v[f"mlp-train-cpu-jax-{p}-b64"]
+        assert sup == capability.cpu_precision(p, flags, "jax")
+    assert "XLA's CPU backend emulates fp16" in v["mlp-train-cpu-jax-mixed_float16-b64"][1].reason
+    assert v["mlp-train-cpu-jax-mixed_bfloat16-b64"][1].supported is ("avx512_bf16" in flags)
+
+
+def test_jax_gpu_rules_virtual_split_refused_real_gpus_counted_by_jax():
+    m = machine(jax_gpus=2, tf=False)
+    v = verdicts(m, devices=("gpu:1", "gpu:2"), precisions=("fp32", "tf32"), backend="jax", virtual_devices=2)
+    assert v["mlp-train-gpu2-jax-tf32-b64"][1].supported  # JAX sees 2 GPUs though TensorFlow was never probed
+    assert v["mlp-train-gpu2-virtual-jax-fp32-b64"][1].reason == capability.JAX_VIRTUAL_GPU
+    none = verdicts(machine(jax_gpus=0, tf=False), devices=("gpu:1",), precisions=("fp32",), backend="jax")
+    assert "no NVIDIA GPU visible to JAX" in none["mlp-train-gpu1-jax-fp32-b64"][1].reason
+
+
+def test_model_parallelism_is_jax_only_and_needs_several_devices():
+    v = verdicts(
+        machine(), backend="all", parallelism="both", devices=("cpu",), precisions=("fp32",), virtual_devices=2
+    )
+    assert v["mlp-train-cpu2-virtual-mp-fp32-b64"][1].reason == capability.MODEL_PARALLEL_TF
+    assert v["mlp-train-cpu2-virtual-jax-mp-fp32-b64"][1].supported
+    assert not any(cid.startswith("mlp-train-cpu-") and "-mp-" in cid for cid in v)  # one device: no split
+    with pytest.raises(UserError, match="needs several devices"):
+        verdicts(machine(), backend="jax", parallelism="model", devices=("cpu",))
+    with pytest.raises(UserError, match="--backend tensorflow"):
+        RunOptions(backend="jax", nodes=2)
+    with pytest.raises(UserError, match="--parallelism must be"):
+        RunOptions(parallelism="pipeline")
+
+
+def test_resolve_names_the_missing_install(monkeypatch):
+    monkeypatch.setattr(backends, "installed", lambda b: b == "tensorflow")
+    assert backends.resolve("all") == ("tensorflow",)
+    with pytest.raises(UserError, match=r"jax is not installed \(pip install 'accelbench\[jax\]'\)"):
+        backends.resolve("jax")
+    with pytest.raises(UserError, match="--backend must be one of"):
+        backends.resolve("torch")
+
+
+def test_worker_environment_per_backend():
+    assert backends.worker_env("tensorflow", DeviceConfig("cpu", 2, True)) == {
+        "KERAS_BACKEND": "tensorflow",  # a user's KERAS_BACKEND=jax cannot turn a TF worker into a JAX one
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+    }
+    cpu = backends.worker_env("jax", DeviceConfig("cpu", 2, True))
+    assert cpu["KERAS_BACKEND"] == "jax" and cpu["JAX_PLATFORMS"] == "cpu" and cpu["JAX_NUM_CPU_DEVICES"] == "2"
+    assert backends.worker_env("jax", DeviceConfig("cpu"))["JAX_NUM_CPU_DEVICES"] == "1"
+    plan_ = machine(jax_gpus=3).jax_gpu_plan("gpu", 2)
+    gpu = backends.worker_env("jax", DeviceConfig("gpu", 2), plan_)
+    assert gpu["CUDA_VISIBLE_DEVICES"] == "GPU-uuid-0,GPU-uuid-1"
+    assert gpu["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" and "JAX_NUM_CPU_DEVICES" not in gpu
+    assert plan_["pci_bus_ids"] == ["0000:10:00.0", "0000:11:00.0"]
+
+
+def test_precision_mapping():
+    assert [backends.keras_policy(p) for p in ("fp32", "tf32", "mixed_bfloat16")] == [
+        "float32",
+        "float32",
+        "mixed_bfloat16",
+    ]
+    assert backends.JAX_MATMUL_PRECISION["fp32"] == "float32"  # TF32 off, as on TensorFlow
+    assert backends.JAX_MATMUL_PRECISION["tf32"] == "tensorfloat32"
+    assert backends.JAX_MATMUL_PRECISION["mixed_float16"] == "default"
+
+
+def test_one_jax_gpu_case_per_worker_and_backends_never_share_one():
+    def case(backend, kind, precision="fp32"):
+        return Case("mlp", "train", kind, 1, False, precision, backend == "jax", 64, backend=backend)
+
+    a, b = case("jax", "gpu"), case("jax", "gpu", "tf32")
+    assert runner.group_key(a) != runner.group_key(b)
+    assert runner.group_label(runner.group_key(a)) == a.id
+    assert runner.group_key(case("jax", "cpu")) == runner.group_key(case("jax", "cpu", "mixed_bfloat16"))
+    assert runner.group_key(case("jax", "cpu")) != runner.group_key(case("tensorflow", "cpu"))
+    assert runner.group_label(runner.group_key(case("jax", "cpu"))) == "cpu-jax"
+
+
+@pytest.mark.parametrize(
+    "path, shape, n, want",
+    [
+        ("dense_0/kernel", (64, 128), 2, (None, "model")),
+        ("dense_0/bias", (128,), 2, ("model",)),
+        ("logits/kernel", (128, 10), 4, None),  # 10 classes do not split 4 ways
+        ("block0_attn/query/kernel", (64, 4, 16), 2, (None, "model", None)),
+        ("block0_attn/query/bias", (4, 16), 2, ("model", None)),
+        ("block0_attn/attention_output/kernel", (4, 16, 64), 2, ("model", None, None)),
+        ("block0_attn/attention_output/bias", (64,), 2, None),
+        ("stem_conv/kernel", (7, 7, 3, 64), 2, None),  # convolutions stay whole
+        ("block0_ln1/gamma", (64,), 2, None),
+    ],
+)
+def test_model_parallel_layouts(path, shape, n, want):
+    assert layout_for(path, shape, n) == want
+
+
+def test_a_bias_stays_whole_where_its_kernel_does():
+    shapes = {"logits/kernel": (128, 10), "logits/bias": (10,)}
+    assert layout_for("logits/bias", (10,), 2) == ("model",)
+    assert not bias_follows_kernel("logits/bias", shapes, 4)
+    assert bias_follows_kernel("logits/bias", shapes, 2)
+
+
+def test_the_parent_side_imports_no_framework():
+    import subprocess
+
+    code = (
+        "import sys, bench.cli, bench.runner, bench.backends, bench.planning, bench.report.render;"
+        "bad=[m for m in ('tensorflow','jax') if m in sys.modules]; assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,145 @@
+"""The JAX backend for real, on this CPU (skipped only where JAX cannot be installed).
+
+One smoke run on ``--backend jax`` covers every workload, data parallel over 2 virtual CPU
+devices and model parallel; it is then reported together with the TensorFlow smoke run of the
+session (the same MLP case on both backends). Expectations about bf16 come from the capability
+rules for this CPU's flags, never from the machine the test was written on.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench import capability, storage
+from bench.devices import cpu_info
+
+pytest.importorskip("jax")
+pytestmark = pytest.mark.slow
+
+# 11 cases, about a minute on 2 cores: every workload in both modes (fp32), bf16 training, data
+# parallel, model parallel for the MLP (both modes) and the transformer (attention split)
+SELECT = (
+    "cpu-jax-fp32 or mlp-train-cpu-jax-mixed_bfloat16 or mlp-train-cpu2-virtual-jax-fp32"
+    " or (mlp and cpu2-virtual-jax-mp-fp32) or transformer-train-cpu2-virtual-jax-mp-fp32"
+)
+
+
+@pytest.fixture(scope="module")
+def jax_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("jax")
+    args = [
+        *("run", "--backend", "jax", "--profile", "smoke", "--workloads", "mlp,cnn,transformer"),
+        *("--devices", "cpu", "--virtual-devices", "2", "--parallelism", "both"),
+        *("--precisions", "fp32,mixed_bfloat16", "-k", SELECT),
+        *("--results-dir", str(d / "results"), "--no-report"),
+    ]
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow"}  # the runner must set the worker's backend itself
+    r = subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, timeout=900, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (path,) = (d / "results").glob("*.json")
+    doc = storage.load(path)
+    return d, path, doc, {x["extra_info"]["case_id"]: x["extra_info"] for x in storage.records(doc)}
+
+
+def test_every_workload_trains_and_infers_on_jax(jax_run):
+    _, _, doc, cases = jax_run
+    bf16 = capability.cpu_precision("mixed_bfloat16", cpu_info().flags, "jax")
+    assert len(cases) == 11
+    for cid, e in cases.items():
+        assert e["backend"] == "jax" and e["xla"] is True and "-xla" not in cid
+        if "mixed_bfloat16" in cid and not bf16.supported:
+            assert e["status"] == "unsupported" and e["reason"] == bf16.reason
+            continue
+        assert e["status"] == "ok", (cid, e.get("reason"))
+        assert e["samples_per_s"] > 0 and e["compile_s"] > 0 and e["first_step_s"] > 0
+        assert e["xla_scope"].startswith("whole step (jax.jit")
+        assert e["framework"]["jax"] and "tensorflow" not in e["framework"]
+        assert e["device_peak_mem_bytes"] is None and "no memory statistics" in e["device_peak_mem_note"]
+        if e["mode"] == "train":
+            assert math.isfinite(e["loss_final"]) and e["loss_final"] > 0
+        want = "float32" if e["precision"] == "fp32" else "default"
+        assert e["math_mode"].endswith(f"(jax matmul precision {want})")
+    assert doc["machine_info"]["accelbench"]["jax"]
+    assert doc["machine_info"]["accelbench"]["tensorflow"] is None  # JAX only: TensorFlow never probed
+
+
+def test_data_parallel_over_two_virtual_cpus(jax_run):
+    e = jax_run[3]["mlp-train-cpu2-virtual-jax-fp32-b64"]
+    assert e["status"] == "ok" and e["global_batch"] == 128 and e["devices"] == ["cpu:0", "cpu:1"]
+    sh = e["data_sharding"]  # each device its half of the batch, the other axes whole
+    assert sh[0] == "batch" and not any(sh[1:])
+    assert e["all_reduce"] == "XLA SPMD collectives (in-process CPU)"
+    assert "model_parallel_split" not in e
+
+
+def test_model_parallel_splits_the_dense_and_attention_kernels(jax_run):
+    cases = jax_run[3]
+    mlp = cases["mlp-train-cpu2-virtual-jax-mp-fp32-b64"]
+    assert mlp["status"] == "ok" and mlp["parallelism"] == "model" and mlp["global_batch"] == 64
+    assert {"dense_0/kernel", "dense_0/bias", "logits/kernel"} <= set(mlp["model_parallel_split"])
+    assert mlp["model_parallel_split_fraction"] == 1.0
+    assert cases["mlp-infer-cpu2-virtual-jax-mp-fp32-b64"]["status"] == "ok"
+    tr = cases["transformer-train-cpu2-virtual-jax-mp-fp32-b16"]
+    assert tr["status"] == "ok"
+    split = set(tr["model_parallel_split"])
+    for k in ("query", "key", "value", "attention_output"):
+        assert f"block0_attn/{k}/kernel" in split
+    assert {"block0_ffn1/kernel", "block0_ffn2/kernel"} <= split
+    assert not any("ln" in p or "attention_output/bias" in p for p in split)
+    assert 0.5 < tr["model_parallel_split_fraction"] < 1.0  # norms and the output bias stay whole
+
+
+def test_a_tensorflow_and_a_jax_run_render_one_report_with_the_backend_comparison(jax_run, smoke, tmp_path):
+    _, jax_path, _, _ = jax_run
+    _, tf_path, _ = smoke
+    out = tmp_path / "report"
+    r = subprocess.run(
+        [sys.executable, "-m", "bench", "report", str(tf_path), str(jax_path), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    page = (out / "index.html").read_text()
+    section = page[page.index("Backends: JAX vs TensorFlow - " + json.loads(jax_path.read_text())["run"]["id"]) :]
+    section = section[: section.index("Model vs data parallel")]
+    assert "mlp-train-cpu-jax-fp32-b64" in section and "mlp-train-cpu-fp32-b64" in section
+    assert "mlp-train-cpu-fp32-xla-b64" in section  # the smoke run has TF with XLA too: both pairs shown
+    assert "x [" in section  # a ratio with its CI
+    assert "mlp-train-cpu2-virtual-jax-mp-fp32-b64" in page[page.index("Model vs data parallel") :]
+    csv = subprocess.run(
+        [sys.executable, "-m", "bench", "export", str(jax_path)], capture_output=True, text=True, check=True
+    ).stdout
+    header = csv.splitlines()[0].split(",")
+    assert header[14:17] == ["nodes", "backend", "parallelism"]
+
+
+FP16_SCRIPT = """
+import math
+from bench.backends.jax_backend import JaxBackend
+from bench.cases import Case, DeviceConfig
+be = JaxBackend(DeviceConfig("cpu"))
+case = Case("mlp", "train", "cpu", 1, False, "mixed_float16", True, 64, backend="jax")
+print(be.apply_precision(case.precision, "cpu"))
+b = be.build(case, "smoke")
+for _ in range(6):
+    loss = b.step()
+be.sync()
+at = [i for i, v in enumerate(b.native.optimizer.variables) if v.path.endswith("dynamic_scale")]
+print(be.final_loss(loss), len(at), float(b.native.state[2][at[0]]))  # the live state: variables were donated
+"""
+
+
+def test_mixed_float16_trains_with_loss_scaling_on_jax():
+    """The planner leaves fp16 out on CPUs (emulated); the backend's loss scaling is checked directly."""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "1"}
+    r = subprocess.run([sys.executable, "-c", FP16_SCRIPT], capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    mode, last = r.stdout.strip().splitlines()[-2:]
+    assert mode.startswith("fp16 compute, float32 variables, loss scaling")
+    loss, n_scale, scale = last.split()
+    assert math.isfinite(float(loss)) and int(n_scale) == 1 and float(scale) > 0
