@@ -35,7 +35,9 @@ def report(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite (real TensorFlow and JAX on CPU; fake NVML at the hardware boundary)."""
     session.install(".[jax]", *nox.project.dependency_groups(PYPROJECT, "test"))
-    session.run("pytest", "--benchmark-disable", *session.posargs)  # timing is not what the tests check
+    # timing is not what the tests check; two workers (much of the time is framework start-up on
+    # one core), a file's tests on one worker (module fixtures run once); the smoke run is shared
+    session.run("pytest", "--benchmark-disable", "-n", "2", "--dist", "loadfile", *session.posargs)
 
 
 @nox.session

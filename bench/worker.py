@@ -210,6 +210,8 @@ class WorkerSession:
         from bench import stats
 
         be, loop, cid = self.be, self.loop, case.id
+        if getattr(benchmark, "disabled", False):  # it would time nothing and return no statistics
+            raise RuntimeError("pytest-benchmark is disabled in this worker (--benchmark-disable or xdist)")
         probe = self._probe(cid, case.precision)
         physical = 1 if self.device.virtual else self.device.count
         out: dict = {"peak_tflops_measured": probe.tflops * physical, "probe_n": probe.n, "probe_dtype": probe.dtype}
@@ -351,6 +353,10 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     plan, spool = argv[0], argv[1]
+    # pytest-benchmark turns itself off when it believes it runs in a pytest-xdist worker (the
+    # variable is inherited when accelbench is started from one, e.g. the project's own tests)
+    for k in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
+        del os.environ[k]
     extra = argv[2:]
     suite = Path(__file__).with_name("suite.py")
     with tempfile.TemporaryDirectory() as d:
