@@ -238,10 +238,10 @@ class JaxBackend(Backend):
                     + [f"{p} not split as {h.wanted[p]}" for p, ok in split.items() if not ok][:3]
                 )
             )
-        spec = getattr(h.x.sharding, "spec", None)  # the input's mesh axis per dimension ([] on one device)
+        data_spec = getattr(h.x.sharding, "spec", None)  # the input's mesh axis per dimension ([] on one device)
         facts: dict = {
             "state_leaves": len(leaves),
-            "data_sharding": [None if a is None else str(a) for a in spec or ()],
+            "data_sharding": [None if a is None else str(a) for a in data_spec or ()],
         }
         if h.wanted:
             facts["model_parallel_split"] = sorted(h.wanted)
