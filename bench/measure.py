@@ -11,14 +11,13 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from bench import loop
 from bench.cases import DeviceConfig
 from bench.loop import NumericsError, PlacementError, Probe, plan_rounds, summarize
 from bench.steps import Built, all_reduce_used, build_case
@@ -256,15 +255,3 @@ def final_loss(strategy: tf.distribute.Strategy, out: Any) -> float:
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
         return float(strategy.reduce(tf.distribute.ReduceOp.SUM, out, axis=None))
     return float(sum(np.asarray(v, dtype=np.float64) for v in strategy.experimental_local_results(out)))
-
-
-def timed_rounds(
-    step: Callable[[], Any],
-    steps_per_round: int,
-    rounds: int,
-    pedantic: Callable[..., Any],
-    setup: Callable[[], None] | None = None,
-    barrier: Callable[[], None] | None = None,
-) -> Any:
-    """:func:`bench.loop.timed_rounds` closed by TensorFlow's device sync."""
-    return loop.timed_rounds(step, sync, steps_per_round, rounds, pedantic, setup, barrier)

@@ -83,6 +83,7 @@ def summary(results: list[dict], k: int, rounds: int) -> dict:
 @pytest.mark.parametrize("rep, way", [(r, w) for r in range(REPS) for w in ORDERS[r % len(ORDERS)]])
 def test_overhead(benchmark, built, rep, way):
     """One way of one repetition: the bare loop, or the harness with the sampler on or off."""
+    from bench import loop
     from bench.telemetry import EmptyGPUs, HostMonitor, Window
 
     measure, b, case, k, rounds = built
@@ -99,7 +100,7 @@ def test_overhead(benchmark, built, rep, way):
         pytest.skip("pytest-benchmark is disabled (--benchmark-disable): the harness would time nothing")
     window = Window(EmptyGPUs("overhead check"), HostMonitor(), threaded=way == "on")
     window.begin()
-    measure.timed_rounds(b.step, k, rounds, benchmark.pedantic)
+    loop.timed_rounds(b.step, measure.sync, k, rounds, benchmark.pedantic)
     m = window.end()
     out[way] = case.global_batch * k / statistics.median(benchmark.stats.stats.data)
     if way == "on":
