@@ -78,7 +78,7 @@ class Machine:
     @property
     def tf_gpu_count(self) -> int:
         """GPUs TensorFlow sees."""
-        return len(self.tf.get("gpus", []))
+        return self.gpu_count("tensorflow")
 
     def _view(self, backend: str) -> dict:
         return self.jax if backend == "jax" else self.tf

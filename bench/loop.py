@@ -35,6 +35,26 @@ class Probe:
     dtype: str
 
 
+PROBE_REPS = 4  # matmuls per chain in the matmul probe
+
+
+def best_matmul_rate(run_chain: Callable[[], Any], n: int, budget_s: float) -> float:
+    """Best FLOP/s of ``run_chain``: at least 3 timed runs, then up to ``budget_s`` and 50 runs.
+
+    ``run_chain`` runs a compiled, warmed-up chain of PROBE_REPS n x n matmuls and returns only
+    once it has finished on the device.
+    """
+    best, spent, rounds = 0.0, 0.0, 0
+    while rounds < 3 or (spent < budget_s and rounds < 50):
+        t0 = time.perf_counter()
+        run_chain()
+        dt = time.perf_counter() - t0
+        spent += dt
+        rounds += 1
+        best = max(best, 2.0 * n**3 * PROBE_REPS / dt)
+    return best
+
+
 def plan_rounds(step_s: float, timing: Timing) -> tuple[int, int]:
     """(steps per round K, rounds R) for a step of ``step_s`` seconds within the budget."""
     round_s = max(timing.min_round_s, timing.case_budget_s / timing.target_rounds)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bench import loop
 from bench.cases import DeviceConfig
 from bench.loop import NumericsError, PlacementError, Probe, plan_rounds, summarize
 from bench.steps import Built, all_reduce_used, build_case
@@ -162,7 +162,6 @@ def matmul_probe(device_name: str, precision: str, n: int, budget_s: float) -> P
     """Best FLOP/s of a chain of n x n matmuls on ``device_name`` in the precision's dtype."""
     dtype = {"mixed_float16": tf.float16, "mixed_bfloat16": tf.bfloat16}.get(precision, tf.float32)
     tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
-    reps = 4
     with tf.device(device_name):
         a = tf.cast(tf.random.normal((n, n)), dtype)
         b = tf.cast(tf.random.normal((n, n)) / math.sqrt(n), dtype)
@@ -170,22 +169,16 @@ def matmul_probe(device_name: str, precision: str, n: int, budget_s: float) -> P
         @tf.function
         def chain(a, b):
             c = a
-            for _ in range(reps):
+            for _ in range(loop.PROBE_REPS):
                 c = tf.matmul(c, b)
             return c
 
-        chain(a, b)
-        sync()
-        best, spent = 0.0, 0.0
-        rounds = 0
-        while rounds < 3 or (spent < budget_s and rounds < 50):
-            t0 = time.perf_counter()
+        def run() -> None:
             chain(a, b)
             sync()
-            dt = time.perf_counter() - t0
-            spent += dt
-            rounds += 1
-            best = max(best, 2.0 * n**3 * reps / dt)
+
+        run()
+        best = loop.best_matmul_rate(run, n, budget_s)
     return Probe(best / 1e12, n, dtype.name)
 
 

@@ -28,7 +28,7 @@ from bench.backends import JAX_MATMUL_PRECISION, keras_policy
 from bench.backends.base import Backend, Step
 from bench.backends.layouts import bias_follows_kernel, layout_for
 from bench.cases import Case, DeviceConfig
-from bench.loop import PlacementError, Probe
+from bench.loop import PROBE_REPS, PlacementError, Probe, best_matmul_rate
 from workloads import WORKLOADS
 
 # Steps in flight at once over several CPU devices. XLA's CPU collectives deadlock when many
@@ -85,7 +85,6 @@ class JaxBackend(Backend):
 
     def matmul_probe(self, precision: str, n: int, budget_s: float) -> Probe:
         dtype = {"mixed_float16": jnp.float16, "mixed_bfloat16": jnp.bfloat16}.get(precision, jnp.float32)
-        reps = 4
         dev = self.devices[0]
         ka, kb = jax.random.split(jax.random.PRNGKey(0))
         a = jax.device_put(jax.random.normal(ka, (n, n), jnp.float32).astype(dtype), dev)
@@ -93,21 +92,18 @@ class JaxBackend(Backend):
 
         def chain(a: Any, b: Any) -> Any:
             c = a
-            for _ in range(reps):
+            for _ in range(PROBE_REPS):
                 c = c @ b
             return c
 
         with jax.default_matmul_precision(JAX_MATMUL_PRECISION[precision]):
             fn = jax.jit(chain).lower(a, b).compile()
-        jax.block_until_ready(fn(a, b))
-        best, spent, rounds = 0.0, 0.0, 0
-        while rounds < 3 or (spent < budget_s and rounds < 50):
-            t0 = time.perf_counter()
+
+        def run() -> None:
             jax.block_until_ready(fn(a, b))
-            dt = time.perf_counter() - t0
-            spent += dt
-            rounds += 1
-            best = max(best, 2.0 * n**3 * reps / dt)
+
+        run()
+        best = best_matmul_rate(run, n, budget_s)
         return Probe(best / 1e12, n, jnp.dtype(dtype).name)
 
     # -- building ---------------------------------------------------------------------------
