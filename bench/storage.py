@@ -4,8 +4,16 @@ A results file is what ``pytest-benchmark compare`` reads (``machine_info``, ``c
 ``benchmarks``, ``datetime``, ``version``) plus ``schema_version``, a ``run`` block and
 ``unmeasured``: the cases without timing statistics (unsupported, failed), which
 pytest-benchmark would refuse inside ``benchmarks``. Every case record has the same shape:
-``name``, ``fullname``, ``params``, ``extra_info`` (case fields, status, reason, figures) and,
-for measured cases, pytest-benchmark's ``stats``. Everything else reads results through here.
+``name``, ``fullname`` (``bench/suite.py::test_case[ID]`` for every case), ``params``,
+``extra_info`` (case fields, status, reason, figures) and, for measured cases, pytest-benchmark's
+``stats``. Everything else reads results through here.
+
+Schema 2: ``stats`` describe the time of one *sample* (pytest-benchmark's "iteration"): a round
+of K steps of B samples took ``t`` seconds, so ``stats.data`` holds ``t / (K * B)``,
+``stats.iterations`` is ``K * B`` (pytest-benchmark's own rule: stats are a round's time over
+its iterations) and ``stats.ops`` is samples/s. Tools that read pytest-benchmark JSON
+(github-action-benchmark, Bencher, ``pytest-benchmark compare``) then see throughput. Schema 1
+stored round times in ``stats``; ``load`` converts such files on read.
 """
 
 from __future__ import annotations
@@ -20,7 +28,9 @@ from pathlib import Path
 
 from bench.errors import UserError
 
-SCHEMA_VERSION = 1
+SUITE_NODE = "bench/suite.py::test_case"
+
+SCHEMA_VERSION = 2
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$")  # run ids name files: plain names only
 FORMAT = "accelbench-results"
 
@@ -48,6 +58,10 @@ CASE_COLUMNS = [
 ]
 # what a column means in results written before it existed
 COLUMN_DEFAULTS = {"nodes": 1, "backend": "tensorflow", "parallelism": "data"}
+# columns that hold True/False on every row (never empty), so pandas reads them as bool
+BOOL_COLUMNS = ("virtual", "xla", "unstable", "busy")
+# columns with one value per device: in the CSV, the values joined by ";" (empty where not measured)
+LIST_COLUMNS = ("device_peak_mem_per_device_bytes",)
 FIGURE_COLUMNS = [
     "params",
     "flops_per_sample",
@@ -106,6 +120,11 @@ TELEMETRY_COLUMNS = [
     "energy_source",
     "telemetry_window_s",
     "clock_events_info",
+    # the busy-machine witness: other processes' share of all cores during the timed rounds,
+    # other processes computing on the case's GPUs, and the flag derived from both
+    "other_cpu_pct",
+    "other_gpu_processes",
+    "busy",
 ]
 COLUMNS = CASE_COLUMNS + FIGURE_COLUMNS + TELEMETRY_COLUMNS
 
@@ -114,8 +133,43 @@ class ResultsError(UserError):
     """A results file that cannot be used; the message names the file and the problem."""
 
 
+def suite_name(case_id: str) -> tuple[str, str]:
+    """(name, fullname) of a case's record, the same form measured or not."""
+    return f"test_case[{case_id}]", f"{SUITE_NODE}[{case_id}]"
+
+
+def per_sample_stats(round_times_s: list[float], samples_per_round: int) -> dict:
+    """pytest-benchmark's ``stats`` block of one sample's time (see the module doc), from round times.
+
+    The statistics are pytest-benchmark's own (its ``Stats`` class), so quartiles, outliers and
+    ``ops`` mean what that tool means by them; ``iterations`` = samples per round.
+    """
+    from pytest_benchmark.stats import Stats
+
+    st = Stats()
+    for t in round_times_s:
+        st.update(t / samples_per_round)
+    out = st.as_dict()
+    out["data"] = list(st.data)
+    out["iterations"] = samples_per_round
+    return out
+
+
+def _update_to_2(doc: dict) -> dict:
+    """Schema 1 -> 2: round-time ``stats`` become per-sample, every fullname the suite's."""
+    for r in records(doc):
+        e = r.get("extra_info") or {}
+        if "case_id" in e:
+            r["name"], r["fullname"] = suite_name(e["case_id"])
+        st = r.get("stats")
+        n = int(e.get("global_batch") or 0) * int(e.get("steps_per_round") or 0)
+        if st and st.get("data") and n > 0:
+            r["stats"] = per_sample_stats([float(t) for t in st["data"]], n)
+    return doc
+
+
 # Version N -> ``update_to_{N+1}`` lifting a document from N to N+1; chained by ``load``.
-MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
+MIGRATIONS: dict[int, Callable[[dict], dict]] = {1: _update_to_2}
 
 
 def new_document(run: dict, machine_info: dict, commit_info: dict, datetime_iso: str, version: str) -> dict:
@@ -243,26 +297,33 @@ def load(path: str | Path) -> dict:
 
 
 def round_times(record: dict) -> list[float]:
-    """Raw per-round times (s) of a measured record; [] otherwise."""
+    """Per-round times (s) of a measured record (per-sample time x samples per round); [] otherwise."""
     stats = record.get("stats") or {}
-    return list(stats.get("data") or [])
+    n = stats.get("iterations") or 1
+    return [t * n for t in stats.get("data") or []]
 
 
 def throughput_samples(record: dict) -> list[float]:
-    """Per-round global throughput (samples/s) of a measured record."""
-    e = record["extra_info"]
-    n = e.get("global_batch", 0) * e.get("steps_per_round", 0)
-    return [n / t for t in round_times(record) if t > 0]
+    """Per-round global throughput (samples/s) of a measured record: one over each per-sample time."""
+    stats = record.get("stats") or {}
+    return [1.0 / t for t in stats.get("data") or [] if t > 0]
 
 
 def tidy_rows(doc: dict) -> list[dict]:
-    """One row per case with ``COLUMNS``; None = not measured (never 0 for unknown)."""
+    """One row per case with ``COLUMNS``; None = not measured (never 0 for unknown).
+
+    ``BOOL_COLUMNS`` hold True/False on every row; ``LIST_COLUMNS`` hold ``;``-joined values.
+    """
     run_id = doc.get("run", {}).get("id")
     rows = []
     for r in records(doc):
         e = r["extra_info"]
         row = {c: e.get(c) for c in COLUMNS}
         row.update({c: v for c, v in COLUMN_DEFAULTS.items() if row.get(c) is None})
+        row.update({c: bool(row.get(c)) for c in BOOL_COLUMNS})
+        for c in LIST_COLUMNS:
+            if isinstance(row.get(c), (list, tuple)):
+                row[c] = ";".join("" if v is None else str(v) for v in row[c])
         row["run_id"] = run_id
         rows.append(row)
     return rows

@@ -194,8 +194,9 @@ class WorkerSession:
             self.be.end_case()
             gc.collect()
         if info["status"] == "ok":
-            record = benchmark.stats.as_dict(include_data=True)
-            record["extra_info"] = info
+            record = records.measured(
+                case, benchmark.stats.as_dict(include_data=True), info, benchmark.stats.stats.data
+            )
         else:
             record = records.unmeasured(case, info)
         self._write(record, durable=True)

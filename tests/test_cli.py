@@ -130,6 +130,17 @@ def test_export_csv_has_the_contract_columns(results, tmp_path):
     assert cli("export", str(results / "r1.json")).stdout == out.read_text()
 
 
+def test_export_reads_into_pandas_with_bool_columns(results, tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "x.csv"
+    assert cli("export", str(results / "r1.json"), "-o", str(out)).returncode == 0
+    df = pd.read_csv(out)
+    for col in ("unstable", "virtual", "xla", "busy"):
+        assert df[col].dtype == bool, (col, df[col].dtype)
+    assert len(df[df.unstable]) == 0 and len(df[~df.unstable]) == len(df)  # df[df.unstable] works
+
+
 def test_unwritable_output_is_one_line(results, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

@@ -1,6 +1,8 @@
+import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,31 +14,10 @@ CASE = Case("mlp", "train", "cpu", 1, False, "fp32", False, 64)
 
 
 def measured(case=CASE, data=(0.1, 0.11, 0.09, 0.1, 0.1, 0.12)):
+    """A measured record as the worker builds it: rounds of 10 steps of 64 samples taking ``data`` seconds."""
     info = records.base_info(case, "r1", 1000)
     info.update(status="ok", steps_per_round=10, samples_per_s=6400.0)
-    rec = records.unmeasured(case, info)
-    n = len(data)
-    rec["stats"] = {
-        "min": min(data),
-        "max": max(data),
-        "mean": sum(data) / n,
-        "stddev": 0.01,
-        "rounds": n,
-        "median": sorted(data)[n // 2],
-        "iqr": 0.01,
-        "q1": 0.1,
-        "q3": 0.11,
-        "iqr_outliers": 0,
-        "stddev_outliers": 0,
-        "outliers": "0;0",
-        "ld15iqr": min(data),
-        "hd15iqr": max(data),
-        "ops": 10.0,
-        "total": sum(data),
-        "data": list(data),
-        "iterations": 1,
-    }
-    return rec
+    return records.measured(case, {"group": None, "options": {}}, info, list(data))
 
 
 def doc():
@@ -74,6 +55,52 @@ def test_round_trip_and_tidy_rows(tmp_path):
     assert rows["mlp-train-cpu-fp32-b64"]["samples_per_s"] == 6400.0
     assert list(rows["mlp-train-cpu-fp32-b64"]) == storage.COLUMNS
     assert storage.throughput_samples(d["benchmarks"][0])[0] == pytest.approx(640 / 0.1)
+    assert storage.round_times(d["benchmarks"][0]) == pytest.approx([0.1, 0.11, 0.09, 0.1, 0.1, 0.12])
+
+
+def test_stats_describe_one_sample_so_ops_is_samples_per_second():
+    rec = measured()
+    st = rec["stats"]
+    # 10 steps x 64 samples per round: pytest-benchmark's iterations; stats = round time / iterations
+    assert st["iterations"] == 640 and st["rounds"] == 6
+    assert st["median"] == pytest.approx(0.1 / 640)
+    assert st["data"][1] == pytest.approx(0.11 / 640)
+    assert st["ops"] == pytest.approx(1 / st["mean"]) and 5000 < st["ops"] < 7000  # samples/s, not rounds/s
+    assert st["total"] == pytest.approx(sum(st["data"]))
+    assert st["q1"] <= st["median"] <= st["q3"] and st["iqr"] == pytest.approx(st["q3"] - st["q1"])
+    # one name form, measured or not
+    assert rec["fullname"] == "bench/suite.py::test_case[mlp-train-cpu-fp32-b64]"
+    assert rec["name"] == "test_case[mlp-train-cpu-fp32-b64]"
+
+
+def test_a_schema_1_file_is_converted_on_read():
+    """tests/data/cpu_smoke.json was written by schema 1 (round times in stats): kept as it was."""
+    path = Path(__file__).parent / "data" / "cpu_smoke.json"
+    raw = json.loads(path.read_text())
+    assert raw["schema_version"] == 1
+    old = {r["extra_info"]["case_id"]: r for r in raw["benchmarks"]}
+    d = storage.load(path)
+    assert d["schema_version"] == storage.SCHEMA_VERSION == 2
+    assert d["benchmarks"] and len(d["benchmarks"]) == len(raw["benchmarks"])
+    for r in storage.records(d):
+        assert r["fullname"] == f"bench/suite.py::test_case[{r['extra_info']['case_id']}]"
+    for r in d["benchmarks"]:
+        e, o = r["extra_info"], old[r["extra_info"]["case_id"]]
+        n = e["global_batch"] * e["steps_per_round"]
+        assert r["stats"]["iterations"] == n
+        assert storage.round_times(r) == pytest.approx(o["stats"]["data"])  # nothing lost
+        assert r["stats"]["ops"] == pytest.approx(e["samples_per_s"], rel=0.15)
+        assert o["stats"]["ops"] < e["samples_per_s"] / 10  # what schema 1 said: rounds per second
+
+
+def test_tidy_rows_hold_bools_on_every_row_and_join_per_device_lists(tmp_path):
+    d = doc()
+    d["benchmarks"][0]["extra_info"]["device_peak_mem_per_device_bytes"] = [100, None, 300]
+    rows = {r["case_id"]: r for r in storage.tidy_rows(d)}
+    for r in rows.values():
+        assert all(isinstance(r[c], bool) for c in storage.BOOL_COLUMNS)
+    assert rows["mlp-train-gpu1-tf32-b64"]["unstable"] is False  # not measured: not flagged, never empty
+    assert rows["mlp-train-cpu-fp32-b64"]["device_peak_mem_per_device_bytes"] == "100;;300"
 
 
 def test_add_record_replaces_same_case():
