@@ -58,6 +58,7 @@ class FakeGPU:
     mig: bool = False
     no_permission: bool = False  # nvmlDeviceGetHandleByIndex refuses this GPU
     pstate_idle: int = 8
+    compute_pids: list[int] = field(default_factory=list)  # processes with a CUDA context on this GPU
     pstate_load: int = 0
 
     def power(self, t: float) -> float:
@@ -210,6 +211,15 @@ class FakeNVML(types.SimpleNamespace):
     def nvmlDeviceGetMigMode(self, h):
         g = self._gpu(h)
         return [int(g.mig), int(g.mig)]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        g = self._gpu(h, "processes")
+        out = []
+        for pid in g.compute_pids:
+            info = pynvml.c_nvmlProcessInfo_v3_t()
+            info.pid, info.usedGpuMemory = pid, 2**30
+            out.append(info)
+        return out
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h):
         return self._gpu(h).limit_mw

@@ -24,12 +24,12 @@ HOSTILE = storage.load(DATA / "hostile.json")
 SLOWED = "mlp-train"  # the planted slowdown hits these cases
 
 
-def _nights(values, fp="a", start=0):
-    """Night summaries of one case 'c' (None = failed that night)."""
+def _nights(values, fp="a", start=0, busy=()):
+    """Night summaries of one case 'c' (None = failed that night; ``busy``: indices of busy nights)."""
     out = []
     for i, v in enumerate(values):
         c = (
-            {"status": "ok", "value": v, "ci_low": v * 0.99, "ci_high": v * 1.01}
+            {"status": "ok", "value": v, "ci_low": v * 0.99, "ci_high": v * 1.01, "busy": i in busy}
             if v
             else {"status": "error", "reason": "boom"}
         )
@@ -64,6 +64,38 @@ def test_planted_slowdown_is_suspect_on_the_first_night_and_confirmed_on_the_sec
     assert a.state == "confirmed" and a.nights == 3 and a.first_bad["night_id"] == "n020"
     assert a.last_good["night_id"] == "n019" and a.last_good["commit"] == "c19"
     assert -0.12 < a.magnitude < -0.08 and a.magnitude_ci[0] < a.magnitude < a.magnitude_ci[1]
+
+
+def test_busy_nights_are_never_evidence_nor_baseline():
+    vals = _flat(20) + [80.0, 80.0, 90.0, 90.0]
+    j = judge_case("tb", "c", _nights(vals, busy={20, 21}), Rule())
+    states = [p.state for p in j.points]
+    # two busy slow nights: not suspect, not confirmed; the run of bad nights starts after them
+    assert states[20:] == ["busy", "busy", "suspect", "confirmed"]
+    assert j.alert.first_bad["night_id"] == "n022" and j.alert.nights == 2
+    # a slowdown seen only on busy nights never alerts, and busy nights stay out of the baseline
+    j = judge_case("tb", "c", _nights(_flat(20) + [60.0] * 12 + [100.0], busy=set(range(20, 32))), Rule())
+    assert j.alert is None and j.points[-1].state == "ok" and j.points[-1].baseline_n == 20
+    # while gathering, a busy night is not gathered either
+    j = judge_case("tb", "c", _nights(_flat(4), busy={1}), Rule())
+    assert [p.state for p in j.points] == ["insufficient", "busy", "insufficient", "insufficient"]
+    assert j.points[-1].baseline_n == 3
+
+
+def test_the_judge_says_it_is_gathering_nights_until_it_can_judge():
+    v = judge_testbed("tb", _nights(_flat(3)), Thresholds(), [])
+    g = v.gathering()
+    assert (g.have, g.need, g.cases) == (3, 10, 1)
+    assert g.line() == "judge: 3 of 10 nights gathered, not judging yet"
+    from bench.history.verdict import markdown, summary_line
+
+    assert summary_line(v).startswith("judge: 3 of 10 nights gathered") and "0 confirmed" not in summary_line(v)
+    assert markdown([v]).startswith("# accelbench nightly: the judge is still gathering nights")
+    assert judge_testbed("tb", _nights(_flat(11)), Thresholds(), []).gathering() is None  # judged on night 11
+    # a new fingerprint starts gathering again
+    nights = _nights(_flat(12)) + _nights(_flat(2), fp="b", start=12)
+    g = judge_testbed("tb", nights, Thresholds(), []).gathering()
+    assert (g.have, g.need) == (2, 10)
 
 
 def test_one_bad_night_is_only_a_suspect_and_clears():
@@ -227,6 +259,22 @@ def test_cli_add_check_exit_codes_and_planted_slowdown(tmp_path, capsys):
         == 0
     )
     assert main(["history", "check", "--store", store, "--quiet"]) == 0
+
+
+def test_a_busy_night_is_reported_busy_never_a_confirmed_regression(tmp_path, capsys):
+    store = str(tmp_path / "store")
+    for day in range(13):
+        doc = night(CPU, day, factor=0.85 if day >= 11 else 1.0)
+        if day >= 11:  # the slow nights ran beside other work
+            for rec in storage.records(doc):
+                rec["extra_info"].update(other_cpu_pct=33.0, busy=True)
+        p = tmp_path / "raw" / f"n{day:03d}.json"
+        storage.write_atomic(p, doc)
+        assert main(["history", "add", str(p), "--store", store, "--no-report"]) == 0
+    capsys.readouterr()
+    assert main(["history", "check", "--store", store]) == 0
+    out = capsys.readouterr().out
+    assert "0 confirmed, 0 suspect" in out and "busy (not judged" in out
 
 
 def test_duplicate_runs_are_refused_and_nothing_is_written(tmp_path, capsys):

@@ -436,3 +436,80 @@ def test_without_gpus_the_sampler_wakes_once_a_second_and_reports_its_cpu_time()
     time.sleep(0.05)
     m = w.end()
     assert m.sampler_cpu_s is not None and 0 <= m.sampler_cpu_s < 0.05
+
+
+def _busy_loop(seconds: float) -> None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        pass
+
+
+def test_other_processes_cpu_is_the_busy_witness(tmp_path):
+    """A busy loop in another process while this one sleeps: the host is busy, this process is not."""
+    import multiprocessing
+
+    import psutil
+
+    h = HostMonitor(powercap_root=tmp_path / "none")
+    child = multiprocessing.get_context("spawn").Process(target=_busy_loop, args=(3.0,))
+    child.start()
+    try:
+        time.sleep(0.5)  # the child is up and spinning
+        h.begin(time.monotonic())
+        time.sleep(1.5)
+        r = h.end(time.monotonic())
+    finally:
+        child.join(10)
+    one_core = 100.0 / (psutil.cpu_count() or 1)
+    assert r.process_cpu_util_pct < 0.25 * one_core
+    assert r.other_cpu_pct >= 0.6 * one_core, r  # one core of the machine spun for someone else
+    assert r.other_cpu_pct == pytest.approx(max(0.0, r.host_cpu_util_pct - r.process_cpu_util_pct))
+
+
+def _derived(fake_nvml, clock, gpus_, own_pid, host_other=0.0):
+    from bench.telemetry.base import HostReading
+
+    fake_nvml(gpus_)
+    w = Window(open_gpus(list(range(len(gpus_))), env={}), NullHost(), clock=clock, threaded=False)
+    w.begin()
+    for _ in range(30):
+        clock.advance(0.1)
+        w.sample_now()
+    m = w.end()
+    host = HostReading(3.0, None, None, 90.0, 60.0, None, "fake", "none", other_cpu_pct=host_other)
+    return derive(
+        type(m)(m.duration_s, m.gpu_telemetry, m.gpus, host), samples=1000, idle_power_w=None, own_pid=own_pid
+    )
+
+
+def test_other_processes_on_the_case_gpus_are_counted_and_flag_the_case(fake_nvml, clock):
+    d = _derived(fake_nvml, clock, [FakeGPU(compute_pids=[4242, 777])], own_pid=4242)
+    assert d["other_gpu_processes"] == 1 and d["busy"] is True
+    assert d["busy_note"] == "busy: 1 other process computed on the GPU"
+    assert d["telemetry"]["gpus"][0]["compute_pids"] == [777, 4242]
+    # the worker alone: quiet
+    d = _derived(fake_nvml, clock, [FakeGPU(compute_pids=[4242])], own_pid=4242)
+    assert d["other_gpu_processes"] == 0 and d["busy"] is False and d["busy_note"] is None
+    # two GPUs of one case: the worker on both, one stranger on the second
+    a = FakeGPU(uuid="GPU-a", bus_id="00000000:1A:00.0", compute_pids=[4242])
+    b = FakeGPU(uuid="GPU-b", bus_id="00000000:3B:00.0", compute_pids=[4242, 9])
+    assert _derived(fake_nvml, clock, [a, b], own_pid=4242)["other_gpu_processes"] == 1
+
+
+def test_gpu_processes_seen_from_another_pid_namespace_or_not_offered(fake_nvml, clock):
+    # in a container NVML lists host PIDs: the worker's own is not among them; one is taken as the worker
+    d = _derived(fake_nvml, clock, [FakeGPU(compute_pids=[31337])], own_pid=12)
+    assert d["other_gpu_processes"] == 0 and not d["busy"]
+    d = _derived(fake_nvml, clock, [FakeGPU(compute_pids=[31337, 31338])], own_pid=12)
+    assert d["other_gpu_processes"] == 1 and d["busy"] and "PID namespace" in d["other_gpu_processes_note"]
+    # NVML does not say: unknown, never 0
+    d = _derived(fake_nvml, clock, [FakeGPU(compute_pids=[777], unsupported={"processes"})], own_pid=12)
+    assert d["other_gpu_processes"] is None and not d["busy"]
+
+
+@pytest.mark.parametrize("other, busy", [(9.9, False), (10.1, True), (None, False)])
+def test_busy_cpu_threshold_is_ten_percent_of_the_machine(fake_nvml, clock, other, busy):
+    d = _derived(fake_nvml, clock, [FakeGPU(compute_pids=[1])], own_pid=1, host_other=other)
+    assert d["other_cpu_pct"] == other and d["busy"] is busy
+    if busy:
+        assert d["busy_note"] == f"busy: other processes used {other:.0f}% of the CPU"

@@ -7,7 +7,10 @@ beyond the limit on the bad side is *suspect*, ``confirm`` consecutive suspect n
 *confirmed* regression. Suspect nights stay out of the baseline, so a real slowdown stays open
 until it is fixed or accepted. Before ``min_history`` nights: *insufficient history*. A case that
 measured before and fails (error, timeout, oom, numerics) on ``confirm`` nights in a row is a
-confirmed *failing* alert. Pure functions over night summaries; no I/O.
+confirmed *failing* alert. A night whose case ran on a busy machine (other processes used the
+CPU or the case's GPUs: ``busy`` in its line) is judged ``busy`` when it is worse than the band:
+it never makes a case suspect or confirmed, never breaks or extends a run of bad nights, and
+never enters the baseline. Pure functions over night summaries; no I/O.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ class Point:
     value: float | None
     ci_low: float | None
     ci_high: float | None
-    state: str  # ok, improved, suspect, confirmed, insufficient, failing, failing-confirmed, excluded, missing, unsupported
+    state: str  # ok, improved, suspect, confirmed, insufficient, failing, failing-confirmed, excluded, missing, unsupported, busy
     center: float | None = None
     half: float | None = None
     segment_start: str | None = None  # why a new baseline starts here: "fingerprint" or "accepted"
+    baseline_n: int = 0  # nights in the baseline this night was judged against (or gathered into)
 
 
 @dataclass(frozen=True)
@@ -130,12 +134,17 @@ def judge_case(
         pt = {"value": v, "ci_low": c.get("ci_low"), "ci_high": c.get("ci_high")}
         if kind == "failing":
             bad, kind = [], ""
+        if c.get("busy"):  # slow because something else ran: never evidence, never baseline
+            center, half = band(baseline, rule) if len(baseline) >= rule.min_history else (None, None)
+            j.points.append(Point(state="busy", center=center, half=half, baseline_n=len(baseline), **pt, **common))
+            continue
         if len(baseline) < rule.min_history:
             baseline.append(v)
             last_good, bad = night, []
-            j.points.append(Point(state="insufficient", **pt, **common))
+            j.points.append(Point(state="insufficient", baseline_n=len(baseline), **pt, **common))
             continue
         center, half = band(baseline, rule)
+        judged_on = len(baseline)
         higher = c.get("direction", "higher") == "higher"
         worse = v < center - half if higher else v > center + half
         better = v > center + half if higher else v < center - half
@@ -149,7 +158,7 @@ def judge_case(
             baseline.append(v)
             last_good = night
             state = "improved" if better else "ok"
-        j.points.append(Point(state=state, center=center, half=half, **pt, **common))
+        j.points.append(Point(state=state, center=center, half=half, baseline_n=judged_on, **pt, **common))
     if bad and j.points and j.points[-1].state in OPEN:
         j.alert = _alert(testbed, case_id, kind, bad, last_good, j.points[-1], rule)
     return j
@@ -180,6 +189,32 @@ def _alert(testbed, case_id, kind, bad, last_good, latest_point: Point, rule: Ru
         magnitude_ci=ci,
         reason=str(latest.get("reason") or "") if kind == "failing" else "",
     )
+
+
+JUDGED = ("ok", "improved", "suspect", "confirmed")
+
+
+@dataclass(frozen=True)
+class Gathering:
+    """The judge is not judging yet: ``have`` of the ``need`` baseline nights, for ``cases`` cases."""
+
+    have: int
+    need: int
+    cases: int
+    rule: Rule
+
+    def line(self) -> str:
+        """``judge: 3 of 10 nights gathered, not judging yet``."""
+        return f"judge: {self.have} of {self.need} nights gathered, not judging yet"
+
+    def watches(self) -> str:
+        """What the judge will watch once it has its nights."""
+        r = self.rule
+        return (
+            f"From then on each case's throughput is held against the median of its last {r.window} nights "
+            f"+- max({r.k:g} x MAD, {r.delta:.0%}); {r.confirm} bad nights in a row confirm a regression, and a case "
+            f"that measured before and fails {r.confirm} nights in a row is a failing alert."
+        )
 
 
 @dataclass
@@ -215,6 +250,24 @@ class TestbedVerdict:
             ):
                 return self.nights[i]
         return None
+
+    def gathering(self) -> Gathering | None:
+        """The judge still gathering its baseline for every case on the latest night; None once it judges one.
+
+        (A case judged on the latest night: ok, improved, suspect or confirmed.)
+        """
+        latest = [c for c in self.cases.values() if c.points]
+        if not latest or any(c.state in JUDGED for c in latest):
+            return None
+        waiting = [
+            c for c in latest if c.state in ("insufficient", "busy") and c.points[-1].baseline_n < c.rule.min_history
+        ]
+        if not waiting:
+            return None
+        have = max(c.points[-1].baseline_n for c in waiting)
+        need = max(c.rule.min_history for c in waiting)
+        rule = waiting[0].rule
+        return Gathering(have, need, len(waiting), rule)
 
     def expected_false_alerts(self, rate_per_case_night: float = 0.001) -> float:
         """Expected false confirmed alerts per night: cases judged x the rule's measured A/A rate."""

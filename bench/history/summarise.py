@@ -106,6 +106,9 @@ def _case_line(rec: dict) -> dict:
         throttle=e.get("throttle_reasons") or None,
         temp_max_c=e.get("temp_max_c"),
         sm_clock_mhz=e.get("sm_clock_mhz_median"),
+        other_cpu_pct=e.get("other_cpu_pct"),
+        other_gpu_processes=e.get("other_gpu_processes"),
+        busy=bool(e.get("busy")),
     )
     return out
 
@@ -167,6 +170,7 @@ def summarise(docs: list[tuple[str, dict]], testbed: str, report: str | None = N
             "failed_cases": sum(1 for c in cases.values() if c["status"] in FAILED),
             "unsupported_cases": sum(1 for c in cases.values() if c["status"] == "unsupported"),
             "measured_cases": len(ok),
+            "busy_cases": sum(1 for c in ok if c.get("busy")),
         },
         "report": report,
         "cases": cases,

@@ -64,16 +64,25 @@ def summary_line(v: TestbedVerdict, now: datetime | None = None) -> str:
     stale = f", STALE: no night for {age:.0f} h" if age is not None and age > STALE_HOURS else ""
     insufficient = v.count("insufficient")
     ins = f", {insufficient} with insufficient history" if insufficient else ""
-    return (
-        f"{conf} confirmed, {sus} suspect of {len(v.cases)} cases{ins}; last night {last['night_id']} "
-        f"({last['date_utc']}, {last.get('status')}){stale}"
-    )
+    busy = v.count("busy")
+    bz = f", {busy} busy (not judged: other processes used the machine)" if busy else ""
+    tail = f"last night {last['night_id']} ({last['date_utc']}, {last.get('status')}){stale}"
+    g = v.gathering()
+    if g:
+        return f"{g.line()} ({g.cases} cases){bz}; {tail}"
+    return f"{conf} confirmed, {sus} suspect of {len(v.cases)} cases{ins}{bz}; {tail}"
 
 
 def markdown(verdicts: list[TestbedVerdict], now: datetime | None = None) -> str:
     """The job summary: one section per testbed, open alerts first."""
     red = any(v.confirmed for v in verdicts)
-    out = [f"# accelbench nightly: {'confirmed regression' if red else 'no confirmed regression'}", ""]
+    if red:
+        title = "confirmed regression"
+    elif verdicts and all(v.gathering() for v in verdicts):
+        title = "the judge is still gathering nights"
+    else:
+        title = "no confirmed regression"
+    out = [f"# accelbench nightly: {title}", ""]
     for v in verdicts:
         out += [f"## {md(v.testbed)}", "", md(summary_line(v, now)), ""]
         if len(v.nights) > 1 and v.nights[-2]["fingerprint_hash"] != v.nights[-1]["fingerprint_hash"]:
@@ -129,7 +138,8 @@ def as_json(verdicts: list[TestbedVerdict]) -> dict:
                 "nights": len(v.nights),
                 "last_night": v.nights[-1]["night_id"] if v.nights else None,
                 "alerts": [asdict(a) for a in v.alerts],
-                "states": {s: v.count(s) for s in ("ok", "improved", "suspect", "confirmed", "insufficient")},
+                "states": {s: v.count(s) for s in ("ok", "improved", "suspect", "confirmed", "insufficient", "busy")},
+                "gathering": {"have": g.have, "need": g.need} if (g := v.gathering()) else None,
             }
             for v in verdicts
         ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from bench.report.analysis import RunData, baseline_id, fmt_ratio, speedups
+from bench.telemetry.derive import busy_note
 
 
 def fmt_thr(row) -> str:
@@ -15,6 +16,15 @@ def fmt_thr(row) -> str:
     lo, hi = row["samples_per_s_ci_low"], row["samples_per_s_ci_high"]
     ci = f" [{lo:.4g}-{hi:.4g}]" if lo is not None and lo == lo else ""
     return f"{v:.4g}{ci}"
+
+
+def case_note(row) -> str:
+    """``unstable (CV > 10%); busy: other processes used 33% of the CPU`` for a measured case."""
+    notes = [
+        "unstable (CV > 10%)" if row["unstable"] else "",
+        busy_note(row.get("other_cpu_pct"), row.get("other_gpu_processes")),
+    ]
+    return "; ".join(n for n in notes if n)
 
 
 def table(run: RunData, tablefmt: str = "simple") -> str:
@@ -30,7 +40,7 @@ def table(run: RunData, tablefmt: str = "simple") -> str:
         if r["status"] == "unsupported":
             unsupported.setdefault(str(r["reason"]), []).append(str(r["case_id"]))
             continue
-        note = r["reason"] if r["status"] != "ok" else ("unstable (CV > 10%)" if r["unstable"] else "")
+        note = r["reason"] if r["status"] != "ok" else case_note(r)
         rows.append(
             [
                 r["case_id"],

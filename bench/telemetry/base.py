@@ -16,7 +16,8 @@ class GPUReading:
     thermal, hardware slowdown); ``clock_events_info`` the benign ones (idle, application
     clocks, sync boost, display). ``pstate`` is the performance state at the window's end.
     ``power_trace`` holds (seconds since window start, watts) pairs of instant power.
-    ``reasons`` maps a metric left empty to why.
+    ``reasons`` maps a metric left empty to why. ``compute_pids`` are the processes NVML saw
+    computing on the GPU during the window (None where NVML would not say).
     """
 
     uuid: str
@@ -40,10 +41,12 @@ class GPUReading:
     pstate: str | None = None
     power_trace: list[tuple[float, float]] = field(default_factory=list)
     reasons: dict[str, str] = field(default_factory=dict)
+    compute_pids: tuple[int, ...] | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
         d = asdict(self)
+        d["compute_pids"] = None if self.compute_pids is None else list(self.compute_pids)
         d["throttle_reasons"] = list(self.throttle_reasons)
         d["clock_events_info"] = list(self.clock_events_info)
         d["power_trace"] = [list(p) for p in self.power_trace]
@@ -52,7 +55,12 @@ class GPUReading:
 
 @dataclass(frozen=True)
 class HostReading:
-    """The host over one window: this process's memory and CPU, the machine's CPU, RAPL energy."""
+    """The host over one window: this process's memory and CPU, the machine's CPU, RAPL energy.
+
+    Percentages are shares of all logical cores: ``host_cpu_util_pct`` everything busy (steal
+    included), ``process_cpu_util_pct`` this process, ``other_cpu_pct`` the difference (what
+    other processes, or the hypervisor, took from the benchmark).
+    """
 
     duration_s: float
     host_peak_rss_bytes: int | None
@@ -62,6 +70,7 @@ class HostReading:
     cpu_energy_j: float | None
     cpu_energy_reason: str
     peak_rss_source: str
+    other_cpu_pct: float | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""

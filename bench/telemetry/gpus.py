@@ -19,6 +19,7 @@ from bench.telemetry.energy_check import trapezoid
 from bench.telemetry.nvml import GPULost, MetricUnsupported, NVMLUnavailable, call
 
 MAX_TRACE_POINTS = 600
+PROCESS_EVERY = 10  # list the GPU's compute processes every 10th sample (~1 s at 10 Hz), and at both ends
 __all__ = ["GPULost", "MetricUnsupported", "NVMLUnavailable"]
 
 
@@ -181,6 +182,13 @@ class _GPUWindow:
         self.mask = 0
         self.pstate: str | None = None
         self.last_t: float | None = None
+        self.pids: set[int] = set()
+        self.n = 0
+
+    def _processes(self) -> None:
+        found = self._read("processes", lambda: call("nvmlDeviceGetComputeRunningProcesses", self.h))
+        if found is not None:
+            self.pids.update(int(p.pid) for p in found)
 
     def _read(self, metric: str, fn: Callable[[], Any]) -> Any:
         if self.lost or metric in self.reasons:
@@ -196,10 +204,14 @@ class _GPUWindow:
     def begin(self, t: float) -> None:
         self.t0 = t
         self.e0 = self._read("energy_counter", lambda: call("nvmlDeviceGetTotalEnergyConsumption", self.h))
+        self._processes()
         self.sample(t)
 
     def sample(self, t: float) -> None:
         self.last_t = t
+        self.n += 1
+        if self.n % PROCESS_EVERY == 0:
+            self._processes()
         p = self._read("instant_power", lambda: nvml.instant_power_w(self.h))
         if p is not None:
             self.power.append((t - self.t0, p))
@@ -228,6 +240,7 @@ class _GPUWindow:
         limit = self._read("power_limit", lambda: call("nvmlDeviceGetEnforcedPowerLimit", self.h) / 1000.0)
         mem = self._read("nvml_memory", lambda: nvml.memory_used_bytes(self.h))
         self.pstate = self._read("pstate", lambda: nvml.pstate(self.h))
+        self._processes()
         throttle, info = nvml.decode_reasons(self.mask)
         energy, source = None, None
         if self.lost:
@@ -263,6 +276,7 @@ class _GPUWindow:
             samples=len(self.power) + len(self.avg_power),
             power_trace=_downsample(self.power or self.avg_power, MAX_TRACE_POINTS),
             reasons=dict(self.reasons),
+            compute_pids=None if "processes" in self.reasons or self.lost else tuple(sorted(self.pids)),
         )
 
 

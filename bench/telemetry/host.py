@@ -74,6 +74,16 @@ class Rapl:
         return self.total_uj / 1e6 if self.available else None
 
 
+def _all_time(c: Any) -> float:
+    """All CPU time of ``psutil.cpu_times()``; guest time is already inside user/nice on Linux."""
+    return sum(c) - getattr(c, "guest", 0.0) - getattr(c, "guest_nice", 0.0)
+
+
+def _busy_time(c: Any) -> float:
+    """Busy CPU time: all but idle and iowait (steal counts: the hypervisor took it from us)."""
+    return _all_time(c) - c.idle - getattr(c, "iowait", 0.0)
+
+
 def _read_hwm_bytes(proc: Path) -> int | None:
     try:
         for line in (proc / "status").read_text().splitlines():
@@ -133,10 +143,10 @@ class HostMonitor:
         sys1 = psutil.cpu_times()
         sys_pct = None
         if self._sys0 is not None:
-            busy = lambda c: sum(c) - c.idle - getattr(c, "iowait", 0.0)  # noqa: E731
-            total = sum(sys1) - sum(self._sys0)
+            total = _all_time(sys1) - _all_time(self._sys0)
             if total > 0:
-                sys_pct = 100.0 * (busy(sys1) - busy(self._sys0)) / total
+                sys_pct = 100.0 * (_busy_time(sys1) - _busy_time(self._sys0)) / total
+        other = max(0.0, sys_pct - proc_pct) if sys_pct is not None and proc_pct is not None else None
         hwm = _read_hwm_bytes(self.proc_self)
         if hwm is not None and self._hwm_reset:
             peak, source = max(hwm, self._rss_max), "VmHWM since reset_peak"
@@ -153,4 +163,5 @@ class HostMonitor:
             cpu_energy_j=self.rapl.energy_j(),
             cpu_energy_reason=self.rapl.reason,
             peak_rss_source=source,
+            other_cpu_pct=other,
         )
