@@ -86,7 +86,7 @@ def test_failed_cases_are_listed_with_reasons_and_never_plotted(gpu8_html):
 def test_missing_telemetry_reads_not_measured_never_zero():
     doc = storage.load(GPU8)
     html = html_report([doc])
-    row = re.search(r"<tr><td>cnn-train-cpu-fp32-b256</td><td class=\"na\" colspan=\"6\">(.*?)</td></tr>", html).group(
+    row = re.search(r"<tr><td>cnn-train-cpu-fp32-b256</td><td class=\"na\" colspan=\"7\">(.*?)</td></tr>", html).group(
         1
     )
     assert "not measured (unavailable: CPU case" in row
@@ -251,3 +251,18 @@ def test_cost_per_million_samples_and_the_cheapest_configuration(tmp_path):
 
 def test_scaling_chart_plots_speedup_over_one_device_so_small_workloads_show(gpu8_html):
     assert "speed-up over 1 device" in gpu8_html and "ideal (linear)" in gpu8_html
+
+
+def test_a_busy_case_is_flagged_in_the_console_and_the_report():
+    doc = storage.load(CPU)
+    busy = doc["benchmarks"][0]["extra_info"]
+    busy.update(other_cpu_pct=32.8, other_gpu_processes=None, busy=True)
+    quiet = doc["benchmarks"][1]["extra_info"]
+    quiet.update(other_cpu_pct=3.0, busy=False)
+    run = analysis.load_run(doc)
+    lines = {ln.split()[0]: ln for ln in console.table(run).splitlines()[2:] if ln.strip()}
+    assert "busy: other processes used 33% of the CPU" in lines[busy["case_id"]]
+    assert "busy" not in lines[quiet["case_id"]]
+    html = html_report([doc])
+    assert "1 case ran on a busy machine" in html and "(up to 33% of the CPU)" in html
+    assert re.search(re.escape(busy["case_id"]) + r' <span class="warn">[^<]*busy</span>', html)

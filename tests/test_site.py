@@ -104,6 +104,17 @@ def test_hostile_names_are_escaped_everywhere(tmp_path):
     assert "&lt;script&gt;" in (tmp_path / "site" / "trends" / "hostile.html").read_text()
 
 
+def test_with_fewer_nights_than_the_baseline_needs_the_site_says_the_judge_is_gathering(tmp_path):
+    _store(tmp_path, nights=3, slow_from=1)  # a 10% drop on two nights: too early to judge
+    assert _build(tmp_path) == 0
+    home = (tmp_path / "site" / "index.html").read_text()
+    assert "Judge: 3 of 10 nights gathered, not judging yet" in home
+    assert "No confirmed regressions" not in home and 'class="green"' not in home
+    assert "median of its last 30 nights" in home  # what it will watch once it has them
+    trends = (tmp_path / "site" / "trends" / "cpu-dev.html").read_text()
+    assert "Judge: 3 of 10 nights gathered" in trends
+
+
 def test_a_failed_build_leaves_the_old_site(tmp_path, capsys):
     _store(tmp_path, nights=3)
     out = tmp_path / "site"

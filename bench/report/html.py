@@ -8,6 +8,7 @@ site's SVG escapes labels itself).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -33,6 +34,36 @@ def render(template: str, **context: Any) -> str:
     return env().get_template(template).render(**context)
 
 
+_SVG = re.compile(r"<svg\b.*?</svg>", re.S)
+_ID = re.compile(r'\bid="([^"]*)"')
+_URL_REF = re.compile(r"url\(#([^)]*)\)")
+_HREF_REF = re.compile(r'((?:xlink:)?href)="#([^"]*)"')
+
+
+def unique_svg_ids(html: str) -> str:
+    """Prefix the ids inside each inline ``<svg>`` (and the references to them) with ``svgN-``.
+
+    matplotlib numbers its ids per figure (``figure_1``, ``axes_1``, ``patch_1``, markers), so
+    two inlined charts share ids: invalid HTML, and a marker reference may resolve into the
+    wrong chart. References to ids outside the chart are left alone.
+    """
+    n = 0
+
+    def one(m: re.Match) -> str:
+        nonlocal n
+        svg = m.group(0)
+        ids = set(_ID.findall(svg))
+        if not ids:
+            return svg
+        n += 1
+        pre = f"svg{n}-"
+        svg = _ID.sub(lambda k: f'id="{pre}{k.group(1)}"', svg)
+        svg = _URL_REF.sub(lambda k: f"url(#{pre}{k.group(1)})" if k.group(1) in ids else k.group(0), svg)
+        return _HREF_REF.sub(lambda k: f'{k.group(1)}="#{pre}{k.group(2)}"' if k.group(2) in ids else k.group(0), svg)
+
+    return _SVG.sub(one, html)
+
+
 @dataclass
 class Cell:
     """One table cell; ``text`` escaped by the template."""
@@ -56,11 +87,14 @@ class Table:
     headers: list[str]
     rows: list[list[Any]]
     cls: str = ""
-    wrap: bool = False
+    wrap: bool = False  # kept for callers; every table now scrolls inside its own box
     kind: str = "table"
+    label: str = ""  # what the table is, for its scroll region (default: its first headers)
 
     def __post_init__(self) -> None:
         self.rows = [[c if isinstance(c, Cell) else Cell(c) for c in r] for r in self.rows]
+        if not self.label:
+            self.label = "table: " + ", ".join(str(h) for h in self.headers[:3] if str(h))
 
 
 @dataclass

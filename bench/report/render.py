@@ -20,10 +20,12 @@ from bench import __version__, stats, storage
 from bench.report import analysis, charts, compare
 from bench.report import cost as costs
 from bench.report.analysis import RunData, fmt_ratio
-from bench.report.html import Cell, Csv, Para, Section, Svg, Table, na, num
+from bench.report.console import case_note
+from bench.report.html import Cell, Csv, Para, Section, Svg, Table, na, num, unique_svg_ids
 from bench.report.html import render as render_template
 from bench.report.mdtext import md
 from bench.report.peaks import datasheet_tflops
+from bench.telemetry.derive import BUSY_OTHER_CPU_PCT
 
 MAX_POWER_CHARTS = 16
 MAX_BARS = 40
@@ -186,7 +188,7 @@ def _throughput(run: RunData) -> list:
     ok = run.table[run.table["status"] == "ok"]
     rows = [
         [
-            Cell(r["case_id"], badge="unstable" if r["unstable"] else None, badge_cls="warn"),
+            Cell(r["case_id"], badge=", ".join(_flags(r)) or None, badge_cls="warn", title=case_note(r) or None),
             num(r["samples_per_s"]),
             Cell(f"{r['samples_per_s_ci_low']:.4g} - {r['samples_per_s_ci_high']:.4g}", cls="num")
             if r["samples_per_s_ci_low"] is not None and not pd.isna(r["samples_per_s_ci_low"])
@@ -201,7 +203,7 @@ def _throughput(run: RunData) -> list:
         for _, r in ok.iterrows()
     ]
     headers = ["case", "samples/s (median)", "95% CI", "step ms (median)", "step ms p90", "CV %"]
-    blocks: list = [Table([*headers, "rounds x steps", "compile s", "latency ms p50/p99"], rows)]
+    blocks: list = [*_busy(run), Table([*headers, "rounds x steps", "compile s", "latency ms p50/p99"], rows)]
     for (w, mode), g in ok.groupby(["workload", "mode"], sort=False):
         top = g.sort_values("samples_per_s", ascending=False).head(MAX_BARS) if len(g) > MAX_BARS else g
         note = f" (top {MAX_BARS} of {len(g)})" if len(g) > MAX_BARS else ""
@@ -216,6 +218,32 @@ def _throughput(run: RunData) -> list:
         )
         blocks.append(Svg(svg))
     return blocks
+
+
+def _flags(r: pd.Series) -> list[str]:
+    """``unstable`` (CV > 10%) and ``busy`` (other processes used the machine) marks of a case."""
+    return [f for f, on in (("unstable", r["unstable"]), ("busy", r.get("busy"))) if on]
+
+
+def _busy(run: RunData) -> list:
+    """A warning over the throughput table when some cases ran on a busy machine."""
+    ok = run.table[run.table["status"] == "ok"]
+    busy = ok[ok["busy"].astype(bool)] if "busy" in ok else ok.iloc[0:0]
+    if busy.empty:
+        return []
+    worst = max((float(v) for v in busy["other_cpu_pct"] if v is not None and not pd.isna(v)), default=None)
+    cpu = f" (up to {worst:.0f}% of the CPU)" if worst is not None else ""
+    return [
+        Para(
+            f"{len(busy)} case{'s' if len(busy) != 1 else ''} ran on a busy machine: other processes used the CPU "
+            f"above {BUSY_OTHER_CPU_PCT:.0f}% of its cores, or computed on the case's GPUs{cpu}. Their throughput "
+            "says what the machine gave the benchmark then, not what it can do: "
+            + ", ".join(str(c) for c in busy["case_id"][:8])
+            + (", ..." if len(busy) > 8 else "")
+            + ".",
+            cls="warn",
+        )
+    ]
 
 
 def _fmt(v: float | None) -> str:
@@ -267,7 +295,7 @@ def _energy(run: RunData) -> list:
     rows: list[list] = []
     for _, r in t.iterrows():
         if r["energy_j"] is None or pd.isna(r["energy_j"]):
-            rows.append([r["case_id"], na(f"not measured ({r.get('gpu_telemetry') or 'no telemetry'})", colspan=6)])
+            rows.append([r["case_id"], na(f"not measured ({r.get('gpu_telemetry') or 'no telemetry'})", colspan=7)])
             continue
         rows.append(
             [
@@ -479,7 +507,7 @@ def _environment(doc: dict) -> Table:
         ["cluster", ", ".join(str(w) for w in (run.get("cluster") or {}).get("workers", [])) or "-"],
         ["RAPL", ab.get("rapl")],
     ]
-    return Table(["", ""], rows)
+    return Table(["setting", "value"], rows, label="environment")
 
 
 def _data(run: RunData) -> Csv:
@@ -589,8 +617,10 @@ def html_report(
             Section(f"Environment - {run.label}", [_environment(run.doc)]),
             Section(f"Data - {run.label}", [_data(run)]),
         ]
-    return render_template(
-        "report.html", run_id=runs[0].run_id, runs=heads, sections=sections, version=__version__, back=back
+    return unique_svg_ids(
+        render_template(
+            "report.html", run_id=runs[0].run_id, runs=heads, sections=sections, version=__version__, back=back
+        )
     )
 
 

@@ -28,7 +28,7 @@ from bench.history.store import Store
 from bench.history.summarise import HistoryError, describe_fingerprint
 from bench.history.verdict import STALE_HOURS, age_hours, commit_range, judge_store, magnitude
 from bench.report import cost as costs
-from bench.report.html import Cell, Table, na, num
+from bench.report.html import Cell, Table, na, num, unique_svg_ids
 from bench.report.html import render as render_template
 from bench.site import metrics, svg
 
@@ -82,7 +82,8 @@ class Site:
                 continue
             rel = f"reports/{v.testbed}/{_slug(n['night_id'])}.html"
             back = '<nav><a href="../../index.html">&larr; accelbench nightly</a></nav>'
-            self.write(rel, html.replace("<body>", "<body>\n" + back, 1))
+            # reports stored by older versions inlined charts with clashing ids: made unique here too
+            self.write(rel, unique_svg_ids(html.replace("<body>", "<body>\n" + back, 1)))
             pub[n["night_id"]] = rel
         self.published[v.testbed] = pub
 
@@ -93,10 +94,21 @@ class Site:
         conf = [a for a in v.alerts if a.state == "confirmed"]
         sus = [a for a in v.alerts if a.state == "suspect"]
         accepted = [a for a in self.store.annotations() if a.action == "accept" and a.matches(v.testbed)]
-        verdict = (
-            (f"{len(conf)} confirmed regression{'s' if len(conf) != 1 else ''}" if conf else "No confirmed regressions")
-            + f" · {len(sus)} suspect{'s' if len(sus) != 1 else ''} · {len(accepted)} accepted shift{'s' if len(accepted) != 1 else ''}"
-        )
+        gathering = v.gathering()
+        busy = v.count("busy")
+        if gathering:  # no all-clear before the judge can judge
+            verdict = gathering.line()[0].upper() + gathering.line()[1:]
+        else:
+            verdict = (
+                (
+                    f"{len(conf)} confirmed regression{'s' if len(conf) != 1 else ''}"
+                    if conf
+                    else "No confirmed regressions"
+                )
+                + f" · {len(sus)} suspect{'s' if len(sus) != 1 else ''} · {len(accepted)} accepted shift{'s' if len(accepted) != 1 else ''}"
+            )
+        if busy:
+            verdict += f" · {busy} case{'s' if busy != 1 else ''} busy last night (not judged)"
         good = v.last_good_night
         age = age_hours(good["date_utc"], self.now) if good else None
         last_age = age_hours(last["date_utc"], self.now)
@@ -176,7 +188,8 @@ class Site:
         return {
             "testbed": v.testbed,
             "verdict": verdict,
-            "verdict_cls": "red" if conf else "amber" if sus else "green",
+            "verdict_cls": "red" if conf else "amber" if sus or gathering or busy else "green",
+            "judge_note": gathering.watches() if gathering else "",
             "last_night": last["night_id"],
             "last_link": pub.get(last["night_id"], f"nights/{v.testbed}.html"),
             "last_date": last["date_utc"],
@@ -239,7 +252,21 @@ class Site:
             testbed=v.testbed,
             groups=gl,
             window=TREND_WINDOW,
+            judge=self.judge_line(v),
         )
+
+    def judge_line(self, v: TestbedVerdict) -> dict:
+        """What the judge says of a testbed, for its pages: a line, its class, what it will watch."""
+        g = v.gathering()
+        if g:
+            return {"text": g.line()[0].upper() + g.line()[1:] + ".", "cls": "amber", "note": g.watches()}
+        conf = len(v.confirmed)
+        sus = sum(1 for a in v.alerts if a.state == "suspect")
+        busy = v.count("busy")
+        text = f"Judge: {conf} confirmed, {sus} suspect of {len(v.cases)} cases on the latest night"
+        if busy:
+            text += f"; {busy} busy (other processes used the machine: not judged)"
+        return {"text": text + ".", "cls": "red" if conf else "amber" if sus or busy else "green", "note": ""}
 
     # ----- nights
     def nights(self, v: TestbedVerdict) -> None:
@@ -270,6 +297,7 @@ class Site:
             testbed=v.testbed,
             nights=t,
             keep=self.keep,
+            judge=self.judge_line(v),
         )
 
     # ----- regressions + feed

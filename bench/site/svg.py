@@ -19,6 +19,7 @@ COLOURS = {
     "suspect": "#E69F00",
     "confirmed": "#D55E00",
     "excluded": "#999999",
+    "busy": "#CC79A7",
 }
 
 
@@ -73,8 +74,11 @@ def trend(
     lo, hi = min(ys), max(ys)
     pad = (hi - lo) * 0.08 or abs(hi) * 0.02 or 1
     fy = _scale(lo - pad, hi + pad, bottom, top)
+    # a panel whose points link to reports is no image (an image's content is hidden from assistive
+    # technology, links included): it keeps SVG's own role, a document its links are part of
+    role = "" if any(links.get(p.night_id) for p in points if p.value is not None) else ' role="img"'
     out = [
-        f'<svg role="img" aria-label="{alt}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-size="10">',
+        f'<svg{role} aria-label="{alt}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-size="10">',
         f"<title>{alt}</title>",
         f'<text x="{left}" y="11" font-weight="600">{escape(title)}</text>',
         f'<rect x="{left}" y="{top}" width="{right - left}" height="{bottom - top}" fill="none" stroke="#bbb"/>',
@@ -118,7 +122,7 @@ def trend(
             f'fill="{"none" if p.state == "excluded" else colour}" stroke="{colour}"><title>{tip}</title></circle>'
         )
         link = links.get(p.night_id)
-        out.append(f'<a href="{escape(link)}">{dot}</a>' if link else dot)
+        out.append(f'<a href="{escape(link)}" aria-label="report of {tip}">{dot}</a>' if link else dot)
     first, last = points[0].night_id, points[-1].night_id
     out.append(f'<text x="{left}" y="{height - 4}">{escape(first)}</text>')
     out.append(f'<text x="{right}" y="{height - 4}" text-anchor="end">{escape(last)}</text>')
