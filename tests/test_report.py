@@ -4,7 +4,6 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import browser
 import pytest
@@ -193,7 +192,7 @@ def test_report_renders_in_headless_chromium_offline(tmp_path):
     dom, fetched = browser.dump_dom(out / "index.html", tmp_path)
     assert dom.count("<table") >= 8 and dom.count("<svg") >= 3
     assert fetched == set()
-    shot = Path(__file__).parents[1] / "reports" / "test-screenshot.png"
+    shot = tmp_path / "shot" / "report.png"  # never into the working tree
     browser.screenshot(out / "index.html", tmp_path, shot)
     assert shot.stat().st_size > 10_000
 
@@ -210,6 +209,46 @@ def test_cpu_only_sample_shows_precision_and_unsupported_gpu_cases():
     assert "No multi-device cases in this run." in html
     both = html_report([doc, storage.load(GPU8)])  # two machines in one report
     assert both.count("<h2>Environment - ") == 2 and "1 GPU, fp32" in both
+
+
+def _visible_text(html: str) -> str:
+    """The report's text a reader sees: tags, the embedded CSV listing and the download link removed."""
+    html = re.sub(r"<pre>.*?</pre>|<style>.*?</style>|<title>.*?</title>", " ", html, flags=re.S)
+    return re.sub(r"<[^>]+>", " ", html)
+
+
+def test_a_cpu_only_report_speaks_to_a_reader_without_a_gpu():
+    html = html_report([storage.load(CPU)])
+    head = html.split("<h2>Speed-up matrix")[0]
+    # no GPU columns of "not measured": one line says what is compared instead
+    assert "1 GPU, fp32" not in head and "several GPUs" not in head and "not measured" not in head
+    assert "No GPU was measured in this run (no NVIDIA GPU on this machine" in head
+    assert "best CPU configuration vs CPU fp32" in head
+    # CPU fp32 itself the fastest: no CI of the baseline against itself
+    row = re.search(r"<td>cnn</td><td>train</td>(.*?)</tr>", head, flags=re.S).group(1)
+    assert "1x (baseline)" in row and "CPU fp32 itself is the fastest" in row and "[" not in row
+    # numbers for people: 3 significant digits, separators, no scientific notation anywhere shown
+    text = _visible_text(html)
+    assert not re.search(r"\d[eE][+-]\d", text), re.search(r".{40}\d[eE][+-]\d.{20}", text)
+    assert "37,900 samples/s" in text  # mlp-train-cpu-mixed_bfloat16-b64: 37,943.4 samples/s
+    # the matrix leaves out configurations where nothing ran, and says so
+    matrix = html.split("<h2>Speed-up matrix")[1].split("<h2>")[0]
+    table, left_out = matrix.split("Left out, every case unsupported: ")
+    assert "gpu1" not in table and "cpu1 mixed_bfloat16" in table
+    assert "gpu1 fp32" in left_out.split("</p>")[0]
+    # unsupported cases grouped by reason, as on the console
+    unsup = html.split("<h2>Unsupported and failed cases")[1].split("<h2>")[0]
+    assert unsup.count("<tr>") == 1 + 3  # header + the 3 reasons of the 36 cases
+    assert re.search(r'<td class="num">24</td><td>[^<]*GPU', unsup)
+
+
+def test_numbers_for_people():
+    from bench.report.numbers import human
+
+    cases = [(43107.3, "43,100"), (527.7, "528"), (1.0873, "1.09"), (0.00123456, "0.00123"), (999.7, "1,000")]
+    cases += [(115842, "116,000"), (None, "-"), (float("nan"), "-"), (0, "0"), (-1234.5, "-1,230")]
+    for v, text in cases:
+        assert human(v) == text, v
 
 
 def test_datasheet_peaks_match_gpu_names_exactly():

@@ -11,6 +11,7 @@ import pandas as pd
 
 from bench import stats, storage
 from bench.cases import DeviceConfig, backend_tag
+from bench.report.numbers import human
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def fmt_ratio(r: stats.Ratio | None, pct: bool = False) -> str:
     if pct:
         return f"{100 * r.value:.0f}% [{100 * r.ci_low:.0f}-{100 * r.ci_high:.0f}]"
     mark = "~" if r.spans_one else ""
-    return f"{mark}{r.value:.2f}x [{r.ci_low:.2f}-{r.ci_high:.2f}]"
+    return f"{mark}{human(r.value)}x [{human(r.ci_low)}-{human(r.ci_high)}]"
 
 
 def speedups(run: RunData) -> pd.DataFrame:

@@ -7,6 +7,8 @@ import re
 
 import matplotlib
 
+from bench.report.numbers import human
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -60,10 +62,10 @@ def bars(
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
     ax.set_title(title)
-    if groups:
-        ax.legend(loc="lower right", fontsize=8)
+    if groups:  # outside the axes, right of them: never over a bar or its error bar
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.grid(axis="x", alpha=0.3)
-    return _svg(fig, f"{title}: " + "; ".join(f"{lab} {v:.4g}" for lab, v in zip(labels, values)))
+    return _svg(fig, f"{title}: " + "; ".join(f"{lab} {human(v)}" for lab, v in zip(labels, values)))
 
 
 def scaling(series: dict[str, list[tuple[int, float]]], title: str) -> str:
@@ -86,7 +88,7 @@ def scaling(series: dict[str, list[tuple[int, float]]], title: str) -> str:
     ax.set_ylabel("speed-up over 1 device")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return _svg(fig, title + ": " + "; ".join(alt))
 
 
@@ -109,7 +111,7 @@ def power_trace(traces: dict[str, list[tuple[float, float]]], title: str, idle_w
     if idle_w is not None:
         ax.axhline(idle_w, linestyle="--", color="#555555", linewidth=0.8, label=f"idle {idle_w:.0f} W")
     if len(traces) <= 8:
-        ax.legend(fontsize=6, ncol=3)
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.set_xlabel("seconds into the timed window")
     ax.set_ylabel("W")
     ax.set_title(title)

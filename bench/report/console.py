@@ -5,6 +5,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from bench.report.analysis import RunData, baseline_id, fmt_ratio, speedups
+from bench.report.numbers import human
 from bench.telemetry.derive import busy_note
 
 
@@ -14,8 +15,8 @@ def fmt_thr(row) -> str:
     if v is None or v != v:
         return "-"
     lo, hi = row["samples_per_s_ci_low"], row["samples_per_s_ci_high"]
-    ci = f" [{lo:.4g}-{hi:.4g}]" if lo is not None and lo == lo else ""
-    return f"{v:.4g}{ci}"
+    ci = f" [{human(lo)}-{human(hi)}]" if lo is not None and lo == lo else ""
+    return f"{human(v)}{ci}"
 
 
 def case_note(row) -> str:

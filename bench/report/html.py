@@ -16,6 +16,8 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from bench.report.numbers import human
+
 
 @lru_cache(maxsize=1)
 def env() -> jinja2.Environment:
@@ -143,12 +145,12 @@ class Section:
 NA = "-"
 
 
-def num(v: object, fmt: str = "{:.4g}") -> Cell:
-    """A right-aligned number, ``-`` in grey where not measured (never 0)."""
+def num(v: object, fmt: str | None = None) -> Cell:
+    """A right-aligned number (3 significant digits, thousands separators unless ``fmt``), ``-`` in grey where not measured (never 0)."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return Cell(NA, cls="num na")
     try:
-        return Cell(fmt.format(v), cls="num")
+        return Cell(human(v) if fmt is None else fmt.format(v), cls="num")
     except (ValueError, TypeError):
         return Cell(str(v), cls="num")
 

@@ -24,6 +24,7 @@ from bench.report.console import case_note
 from bench.report.html import Cell, Csv, Para, Section, Svg, Table, na, num, unique_svg_ids
 from bench.report.html import render as render_template
 from bench.report.mdtext import md
+from bench.report.numbers import human, p_value
 from bench.report.peaks import datasheet_tflops
 from bench.telemetry.derive import BUSY_OTHER_CPU_PCT
 
@@ -81,7 +82,7 @@ def _gpu_name(doc: dict) -> str | None:
 
 
 def _x(v: float) -> str:
-    return f"{v:,.0f}" if v >= 100 else f"{v:.3g}"
+    return human(v)
 
 
 def _speed_cell(r: object, case: str | None = None, big: bool = False) -> Cell:
@@ -93,41 +94,60 @@ def _speed_cell(r: object, case: str | None = None, big: bool = False) -> Cell:
     )
 
 
+def _gpu_measured(run: RunData) -> bool:
+    t = run.table
+    return bool(((t["status"] == "ok") & (t["device_kind"] == "gpu")).any())
+
+
+def _best_cell(h: dict) -> Cell:
+    """The best configuration's speed-up; where CPU fp32 itself is the best, no ratio of it against itself."""
+    if h["best_case"] == h["baseline_case"]:
+        return Cell(
+            "1x (baseline)",
+            cls="big num",
+            below=f"CPU fp32 itself is the fastest: {h['best_case']}, {human(h['samples_per_s'])} samples/s",
+        )
+    return _speed_cell(h["speedup"], f"{h['best_case']}: {human(h['samples_per_s'])} samples/s", big=True)
+
+
 def _headline(runs: list[RunData]) -> list:
     blocks: list = []
     for run in runs:
+        gpu = _gpu_measured(run)
         rows: list[list] = []
         for h in analysis.headline(run):
             g1c, g1 = h["gpu1_best"]
             mc, m = h["multi_best"]
-            best = f"{h['best_case']}: {h['samples_per_s']:.4g} samples/s"
-            if h["best_case"] == h["baseline_case"]:
-                best = f"CPU fp32 itself is the fastest: {best}"
-            rows.append(
-                [
-                    h["workload"],
-                    h["mode"],
-                    _speed_cell(h["gpu1_fp32"]),
-                    _speed_cell(g1, g1c),
-                    _speed_cell(m, mc),
-                    _speed_cell(h["speedup"], best, big=True),
-                ]
-            )
+            gpu_cells = [_speed_cell(h["gpu1_fp32"]), _speed_cell(g1, g1c), _speed_cell(m, mc)] if gpu else []
+            rows.append([h["workload"], h["mode"], *gpu_cells, _best_cell(h)])
         gm = analysis.geomean_headline(run)
         rows.append(
-            [Cell("geometric mean", cls="big"), "", "", "", "", Cell(f"{_x(gm)}x" if gm else "-", cls="big num")]
+            [
+                Cell("geometric mean", cls="big"),
+                "",
+                *([""] * 3 if gpu else []),
+                Cell(f"{_x(gm)}x" if gm else "-", cls="big num"),
+            ]
         )
         if len(runs) > 1:
             blocks.append(Para(run.label, cls="machine"))
-        headers = [
-            "workload",
-            "mode",
-            "1 GPU, fp32",
-            "1 GPU, best precision",
-            "several GPUs, best",
-            "best configuration",
-        ]
-        blocks.append(Table(headers, rows, "headline"))
+        if not gpu:
+            why = run.doc.get("machine_info", {}).get("accelbench", {}).get("no_gpu_reason")
+            blocks.append(
+                Para(
+                    "No GPU was measured in this run"
+                    + (f" ({why.rstrip('.')})." if why else ".")
+                    + " So nothing here is a GPU speed-up: the table compares the CPU's other precisions "
+                    "(and any virtual multi-device cases) with CPU fp32 on the same CPU. Run it on a machine with "
+                    "an NVIDIA GPU for the GPU columns.",
+                    cls="box",
+                )
+            )
+            headers = ["workload", "mode", "best CPU configuration vs CPU fp32"]
+        else:
+            headers = ["workload", "mode", "1 GPU, fp32", "1 GPU, best precision", "several GPUs, best"]
+            headers.append("best configuration")
+        blocks.append(Table(headers, rows, "headline", label="headline"))
     blocks.append(
         Para(
             "Speed-up = ratio of median throughputs over CPU fp32 of the same workload, mode and batch, "
@@ -154,15 +174,16 @@ def _config(r: pd.Series) -> str:
     return f"{r['device_kind']}{r['device_count']}{'-virtual' if r['virtual'] else ''}{be} {r['precision']}{xla}"
 
 
-def _matrix(run: RunData) -> Table:
+def _matrix(run: RunData) -> list:
     t = run.table
     sp = analysis.speedups(run).set_index("case_id")["speedup"]
     cols = list(dict.fromkeys(_config(r) for _, r in t.iterrows()))
+    left_out = [c for c in cols if all(r["status"] == "unsupported" for _, r in t.iterrows() if _config(r) == c)]
     rows: dict[str, dict[str, Cell]] = {}
     for _, r in t.iterrows():
         s = sp.get(r["case_id"])
         if r["case_id"] == analysis.baseline_id(r) and r["status"] == "ok":
-            cell = Cell("baseline", cls="num", title=r["case_id"], below=f"{r['samples_per_s']:.4g}/s")
+            cell = Cell("baseline", cls="num", title=r["case_id"], below=f"{human(r['samples_per_s'])}/s")
         elif r["status"] == "ok" and isinstance(s, stats.Ratio):
             cell = Cell(
                 f"{'~' if s.spans_one else ''}{_x(s.value)}x",
@@ -172,12 +193,20 @@ def _matrix(run: RunData) -> Table:
                 below=f"{_x(s.ci_low)}-{_x(s.ci_high)}",
             )
         elif r["status"] == "ok":
-            cell = Cell(f"{r['samples_per_s']:.4g}/s", cls="num")
+            cell = Cell(f"{human(r['samples_per_s'])}/s", cls="num")
         else:
             cell = Cell(r["status"], cls="na", title=r["reason"])
         rows.setdefault(f"{r['workload']} {r['mode']} b{r['per_replica_batch']}", {})[_config(r)] = cell
+    # a configuration nothing ran in (every case unsupported: a CPU-only machine's GPU columns) is
+    # left out; the unsupported cases are listed by reason further down
+    ran = {_config(r) for _, r in t.iterrows() if r["status"] != "unsupported"}
+    cols = [c for c in cols if c in ran]
     body = [[rk, *[cells.get(c, na("")) for c in cols]] for rk, cells in rows.items()]
-    return Table(["workload mode batch", *cols], body, "matrix", wrap=True)
+    table = Table(["workload mode batch", *cols], body, "matrix", wrap=True, label="speed-up matrix")
+    if not left_out:
+        return [table]
+    note = f"Left out, every case unsupported: {', '.join(left_out)} (reasons under Unsupported and failed cases)."
+    return [table, Para(note, small=True)]
 
 
 def _ms(v: Any) -> float | None:
@@ -190,7 +219,7 @@ def _throughput(run: RunData) -> list:
         [
             Cell(r["case_id"], badge=", ".join(_flags(r)) or None, badge_cls="warn", title=case_note(r) or None),
             num(r["samples_per_s"]),
-            Cell(f"{r['samples_per_s_ci_low']:.4g} - {r['samples_per_s_ci_high']:.4g}", cls="num")
+            Cell(f"{human(r['samples_per_s_ci_low'])} - {human(r['samples_per_s_ci_high'])}", cls="num")
             if r["samples_per_s_ci_low"] is not None and not pd.isna(r["samples_per_s_ci_low"])
             else num(None),
             num(_ms(r["step_time_median_s"])),
@@ -247,7 +276,7 @@ def _busy(run: RunData) -> list:
 
 
 def _fmt(v: float | None) -> str:
-    return "-" if v is None else f"{v:.4g}"
+    return human(v)
 
 
 def _scaling(run: RunData, pool: dict[str, list[float]] | None = None) -> list:
@@ -454,7 +483,7 @@ def _cost(run: RunData, prices: costs.Prices) -> list:
             Cell(o["case_id"], badge="cheapest" if o["case_id"] in best_ids else None, badge_cls="green"),
             num(o["row"]["samples_per_s"]),
             num(o["row"]["energy_j_per_sample"]),
-            Cell(f"{o['cost'].per_million:.4g}", cls="num") if o["cost"] else na("no price for this device kind"),
+            Cell(human(o["cost"].per_million), cls="num") if o["cost"] else na("no price for this device kind"),
             "device-hours + energy"
             if o["cost"] and o["cost"].energy_included
             else "device-hours only (energy not measured)"
@@ -464,7 +493,7 @@ def _cost(run: RunData, prices: costs.Prices) -> list:
         for o in rows_
     ]
     summary = "; ".join(
-        f"{w} {m}: {o['case_id']} at {o['cost'].per_million:.4g} {cur}" for (w, m), o in cheapest.items()
+        f"{w} {m}: {o['case_id']} at {human(o['cost'].per_million)} {cur}" for (w, m), o in cheapest.items()
     )
     return [
         Para(f"Cheapest per sample: {summary or 'nothing could be priced'}."),
@@ -473,10 +502,29 @@ def _cost(run: RunData, prices: costs.Prices) -> list:
 
 
 def _failed(run: RunData) -> list:
+    """Failed cases one per row; unsupported ones grouped by reason (as the console does)."""
     t = run.table[run.table["status"] != "ok"]
     if t.empty:
         return [Para("Every case ran.")]
-    return [Table(["case", "status", "reason"], [[r["case_id"], r["status"], r["reason"]] for _, r in t.iterrows()])]
+    blocks: list = []
+    bad = t[t["status"] != "unsupported"]
+    if not bad.empty:
+        rows = [[r["case_id"], r["status"], r["reason"]] for _, r in bad.iterrows()]
+        blocks.append(Table(["case", "status", "reason"], rows, label="failed cases"))
+    groups: dict[str, list[str]] = {}
+    for _, r in t[t["status"] == "unsupported"].iterrows():
+        groups.setdefault(str(r["reason"]), []).append(str(r["case_id"]))
+    if groups:
+        rows = [
+            [
+                Cell(len(ids), cls="num"),
+                reason,
+                Cell(", ".join(ids[:3]) + (", ..." if len(ids) > 3 else ""), title=", ".join(ids)),
+            ]
+            for reason, ids in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+        ]
+        blocks.append(Table(["unsupported cases", "reason", "for example"], rows, label="unsupported cases by reason"))
+    return blocks
 
 
 def _environment(doc: dict) -> Table:
@@ -529,7 +577,7 @@ def _baseline(run: RunData, base: dict, threshold: float) -> list:
         [
             cid,
             Cell(fmt_ratio(c.ratio), cls="num"),
-            Cell(f"{c.p_value:.3g}", cls="num"),
+            Cell(p_value(c.p_value), cls="num"),
             Cell(c.verdict, cls="warn" if c.verdict == "regressed" else ""),
         ]
         for cid, c in changes(run.doc, base, threshold)
@@ -586,7 +634,7 @@ def html_report(
     for run in runs:
         sfx = f" - {run.label}" if len(runs) > 1 else ""
         sections += [
-            Section(f"Speed-up matrix (vs CPU fp32, same workload, mode and batch){sfx}", [_matrix(run)]),
+            Section(f"Speed-up matrix (vs CPU fp32, same workload, mode and batch){sfx}", _matrix(run)),
             Section(f"Throughput{sfx}", _throughput(run)),
             Section(f"Multi-device and multi-node scaling{sfx}", _scaling(run, pool)),
             Section(
@@ -638,7 +686,7 @@ def markdown_report(
             "",
         ]
         hl = [
-            [md(h["workload"]), md(h["mode"]), md(h["best_case"]), f"{h['samples_per_s']:.4g}", fmt_ratio(h["speedup"])]
+            [md(h["workload"]), md(h["mode"]), md(h["best_case"]), human(h["samples_per_s"]), fmt_ratio(h["speedup"])]
             for h in analysis.headline(run)
         ]
         out += [
@@ -653,7 +701,7 @@ def markdown_report(
                 "## Cheapest per sample",
                 "",
                 *[
-                    f"- {md(w)} {md(m)}: {md(o['case_id'])}, {o['cost'].per_million:.4g} {md(prices.currency)} per million samples"
+                    f"- {md(w)} {md(m)}: {md(o['case_id'])}, {human(o['cost'].per_million)} {md(prices.currency)} per million samples"
                     for (w, m), o in cheapest.items()
                 ],
                 "",
@@ -675,7 +723,7 @@ def markdown_report(
             [
                 md(r["case_id"]),
                 md(r["status"]),
-                f"{r['samples_per_s']:.4g}" if r["status"] == "ok" else "-",
+                human(r["samples_per_s"]) if r["status"] == "ok" else "-",
                 fmt_ratio(sp.get(r["case_id"])),
             ]
             for _, r in run.table.iterrows()
@@ -688,7 +736,7 @@ def markdown_report(
         ]
         if baseline is not None:
             ch = [
-                [md(cid), fmt_ratio(c.ratio), f"{c.p_value:.3g}", c.verdict]
+                [md(cid), fmt_ratio(c.ratio), p_value(c.p_value), c.verdict]
                 for cid, c in changes(d, baseline, threshold)
             ]
             out += [

@@ -30,6 +30,7 @@ from bench.history.verdict import STALE_HOURS, age_hours, commit_range, judge_st
 from bench.report import cost as costs
 from bench.report.html import Cell, Table, na, num, unique_svg_ids
 from bench.report.html import render as render_template
+from bench.report.numbers import human
 from bench.site import metrics, svg
 
 TREND_WINDOW = 90
@@ -48,7 +49,9 @@ def _fmt_ratio(r, pct: bool = False) -> Cell:
         return na("not measured")
     if pct:
         return Cell(f"{100 * r.value:.0f}%", cls="num", after=f"[{100 * r.ci_low:.0f}-{100 * r.ci_high:.0f}]")
-    return Cell(f"{'~' if r.spans_one else ''}{r.value:.3g}x", cls="num", after=f"[{r.ci_low:.3g}-{r.ci_high:.3g}]")
+    return Cell(
+        f"{'~' if r.spans_one else ''}{human(r.value)}x", cls="num", after=f"[{human(r.ci_low)}-{human(r.ci_high)}]"
+    )
 
 
 class Site:
@@ -120,7 +123,7 @@ class Site:
             rows.append(
                 [
                     f"{h.workload} {h.mode}",
-                    _fmt_ratio(h.speedup),
+                    Cell("1x (baseline)", cls="num") if h.is_baseline else _fmt_ratio(h.speedup),
                     Cell(
                         Markup(
                             svg.sparkline(
@@ -135,7 +138,7 @@ class Site:
                     *(
                         [
                             Cell(
-                                f"{cheap[1]:.3g}",
+                                human(cheap[1]),
                                 cls="num",
                                 below=cheap[0] + ("" if cheap[2] else " (device-hours only)"),
                             )
@@ -232,7 +235,9 @@ class Site:
                     [
                         p.night_id,
                         num(p.value),
-                        f"{p.ci_low:.4g}-{p.ci_high:.4g}" if p.ci_low is not None and p.ci_high is not None else "-",
+                        f"{human(p.ci_low)}-{human(p.ci_high)}"
+                        if p.ci_low is not None and p.ci_high is not None
+                        else "-",
                         p.state,
                     ]
                     for p in pts

@@ -45,6 +45,7 @@ class Headline:
     precision_gain: stats.Ratio | None
     best_samples_per_joule: tuple[str, float] | None
     cheapest: tuple[str, float, bool] | None  # case, cost per million, energy included
+    is_baseline: bool = False  # the best configuration is CPU fp32 itself (no ratio against itself)
 
 
 def headline(night: dict, prices: costs.Prices | None = None) -> list[Headline]:
@@ -104,6 +105,7 @@ def headline(night: dict, prices: costs.Prices | None = None) -> list[Headline]:
                 precision_gain=p_best[1],
                 best_samples_per_joule=max(spj, key=lambda t: t[1]) if spj else None,
                 cheapest=cheap,
+                is_baseline=best == baseline_id(g[best]),
             )
         )
     return out

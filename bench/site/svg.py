@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from html import escape
 
 from bench.history.detect import Point
+from bench.report.numbers import human
 
 COLOURS = {
     "ok": "#0072B2",
@@ -31,7 +32,7 @@ def _scale(lo: float, hi: float, a: float, b: float):
 def sparkline(values: Sequence[float | None], label: str, width: int = 120, height: int = 28) -> str:
     """A line of the last nights' values, the latest as a dot; gaps where not measured."""
     pts = [(i, v) for i, v in enumerate(values) if v is not None and math.isfinite(v)]
-    alt = escape(f"{label}: " + (f"{len(pts)} nights, latest {pts[-1][1]:.3g}" if pts else "no data"))
+    alt = escape(f"{label}: " + (f"{len(pts)} nights, latest {human(pts[-1][1])}" if pts else "no data"))
     if len(pts) < 2:
         return f'<svg role="img" aria-label="{alt}" width="{width}" height="{height}"><title>{alt}</title></svg>'
     ys = [v for _, v in pts]
@@ -115,7 +116,7 @@ def trend(
             continue
         x, y = fx(i), fy(p.value)
         colour = COLOURS.get(p.state, "#0072B2")
-        tip = escape(f"{p.night_id}: {p.value:.4g} [{lows[i]:.4g}, {highs[i]:.4g}] {p.state}")
+        tip = escape(f"{p.night_id}: {human(p.value)} [{human(lows[i])}, {human(highs[i])}] {p.state}")
         dot = (
             f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{fy(lows[i]):.1f}" y2="{fy(highs[i]):.1f}" stroke="{colour}" stroke-width="0.8"/>'
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{3 if p.state in ("suspect", "confirmed") else 2}" '
