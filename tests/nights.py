@@ -24,10 +24,13 @@ def night(
     seed: int = 0,
     commit: str | None = None,
     only: str = "",
+    busy: bool = False,
 ) -> dict:
     """Night ``day`` after START: every measured case's throughput x factor x lognormal(noise).
 
-    ``only``: a substring of the case ids the factor applies to (others get 1.0).
+    ``only``: a substring of the case ids the factor applies to (others get 1.0). ``busy``: whether
+    the night ran on a busy machine (the source run's own witness is replaced: it may have run
+    beside other tests).
     """
     rng = np.random.default_rng(seed * 10_000 + day)
     d = copy.deepcopy(doc)
@@ -38,6 +41,7 @@ def night(
     for rec in storage.records(d):
         e = rec["extra_info"]
         e["run_id"] = rid
+        e.update(busy=busy, other_cpu_pct=33.0 if busy else 0.0)
         if e["status"] != "ok" or not rec.get("stats"):
             continue
         f = (factor if only in e["case_id"] else 1.0) * float(np.exp(rng.normal(0, noise)))

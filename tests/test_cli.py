@@ -147,3 +147,22 @@ def test_unwritable_output_is_one_line(results, tmp_path):
     r = cli("report", str(results / "r1.json"), "--out", str(blocker / "sub"), cwd=tmp_path)
     assert r.returncode == 2 and r.stderr.startswith("accelbench: error: ") and "Traceback" not in r.stderr
     assert r.stderr.count("\n") == 1
+
+
+def test_a_schema_1_results_file_still_reads_everywhere(tmp_path):
+    """tests/data/cpu_smoke.json was written with schema 1 (round times in stats); every reader converts it."""
+    old = Path(__file__).parent / "data" / "cpu_smoke.json"
+    assert json.loads(old.read_text())["schema_version"] == 1
+    before = old.read_bytes()
+    r = cli("export", str(old), "-o", str(tmp_path / "x.csv"))
+    assert r.returncode == 0, r.stderr
+    assert "mlp-train-cpu-fp32-b64" in (tmp_path / "x.csv").read_text()
+    r = cli("report", str(old), "--out", str(tmp_path / "report"))
+    assert r.returncode == 0 and (tmp_path / "report" / "index.html").is_file(), r.stderr
+    r = cli("merge", str(old), "-o", str(tmp_path / "merged.json"))
+    assert r.returncode == 0, r.stderr
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert merged["schema_version"] == 2 and merged["benchmarks"][0]["stats"]["iterations"] > 1
+    r = cli("history", "add", str(old), "--store", str(tmp_path / "store"), "--no-report")
+    assert r.returncode == 0, r.stderr
+    assert old.read_bytes() == before  # read, never rewritten

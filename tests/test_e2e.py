@@ -52,6 +52,13 @@ def test_smoke_figures_are_sane_and_measured_right(smoke):
     for rec in doc["benchmarks"]:
         e = rec["extra_info"]
         assert e["rounds"] >= 6 and len(rec["stats"]["data"]) == e["rounds"]
+        # pytest-benchmark's stats are per sample: ops is samples/s (what tools reading the file chart)
+        assert rec["stats"]["iterations"] == e["global_batch"] * e["steps_per_round"]
+        assert abs(rec["stats"]["ops"] / e["samples_per_s"] - 1) < 0.15
+        assert rec["fullname"] == f"bench/suite.py::test_case[{e['case_id']}]"
+        # the busy-machine witness is measured on every case (the tests may run beside others: no bound)
+        assert 0 <= e["other_cpu_pct"] <= 100 and isinstance(e["busy"], bool)
+        assert e["other_gpu_processes"] is None  # a CPU case: no GPU to share
         assert e["samples_per_s_ci_low"] <= e["samples_per_s"] <= e["samples_per_s_ci_high"]
         assert e["compile_s"] > 0 and e["peak_tflops_measured"] > 0 and e["mfu_measured"] > 0
         assert e["xla_scope"] == (("forward+backward" if e["mode"] == "train" else "forward") if e["xla"] else None)
@@ -148,6 +155,39 @@ def test_report_of_the_cpu_smoke_run(smoke):
     assert "not measured (unavailable: CPU case" in html
     md = (d / "reports" / path.stem / "report.md").read_text()
     assert "| mlp        | train" in md
+
+
+def _spin(seconds: float) -> None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        pass
+
+
+def test_a_case_run_beside_two_busy_loops_says_the_machine_was_busy(tmp_path):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    loops = [ctx.Process(target=_spin, args=(240.0,), daemon=True) for _ in range(2)]
+    for lp in loops:
+        lp.start()
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "bench", "run", "--profile", "smoke", "--workloads", "mlp", "--modes", "train"]
+            + ["--devices", "cpu", "--precisions", "fp32", "--results-dir", str(tmp_path), "--no-report"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    finally:
+        for lp in loops:
+            lp.terminate()
+            lp.join(10)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (path,) = tmp_path.glob("*.json")
+    (rec,) = storage.load(path)["benchmarks"]
+    e = rec["extra_info"]
+    assert e["other_cpu_pct"] >= 20 and e["busy"] is True, e["other_cpu_pct"]
+    assert f"busy: other processes used {e['other_cpu_pct']:.0f}% of the CPU" in r.stdout
 
 
 def test_devices_command_answers_is_tensorflow_using_my_gpu():

@@ -1,0 +1,58 @@
+"""Every kind of page accelbench publishes, built from the sample results, for the validators.
+
+``build(out)`` writes reports (CPU-only, 8 GPUs with a baseline and prices, hostile names) and
+two sites (a testbed with 12 nights and published night reports; one with 3 nights, the judge
+still gathering) under ``out`` and returns the HTML files.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # tests/: nights.py
+
+from nights import night  # noqa: E402
+
+from bench import storage  # noqa: E402
+from bench.cli import main  # noqa: E402
+from bench.history.store import Store  # noqa: E402
+from bench.history.summarise import summarise  # noqa: E402
+from bench.report import cost  # noqa: E402
+from bench.report.render import html_report, render  # noqa: E402
+
+DATA = HERE.parent / "data"
+PRICES = 'kwh = 0.30\n[device_hour]\ncpu = 0.50\ngpu = 2.00\n"NVIDIA H100 80GB HBM3" = 3.60\n'
+
+
+def _site(root: Path, doc: dict, testbed: str, nights: int, reports: tuple[int, ...]) -> Path:
+    store = Store(root / "store", create=True)
+    for day in range(nights):
+        d = night(doc, day, factor=0.85 if day >= nights - 2 else 1.0, only="mlp")
+        store.add(summarise([(f"n{day}", d)], testbed), html_report([d]) if day in reports else None)
+    if main(["site", "build", "--store", str(root / "store"), "--out", str(root / "site"), "--keep-reports", "2"]):
+        raise RuntimeError(f"site build failed for {root}")
+    return root / "site"
+
+
+def build(out: Path, results: Path | None = None) -> list[Path]:
+    """The pages; ``results``: a fresh results file to report on as well (e.g. a smoke run's)."""
+    out.mkdir(parents=True, exist_ok=True)
+    cpu = storage.load(DATA / "cpu_smoke.json")
+    gpu8, slow = storage.load(DATA / "gpu8.json"), storage.load(DATA / "gpu8_slow.json")
+    prices = out / "prices.toml"
+    prices.write_text(PRICES)
+    render([cpu], out / "report-cpu")
+    render([slow], out / "report-gpu8", baseline=gpu8, prices=cost.load(prices))
+    render([storage.load(DATA / "hostile.json")], out / "report-hostile")
+    if results is not None:
+        render([storage.load(results)], out / "report-fresh")
+    _site(out / "site12", cpu, "cpu-dev", 12, (9, 10, 11))
+    _site(out / "site3", gpu8, "h100x8", 3, (2,))
+    return sorted(p for p in out.rglob("*.html"))
+
+
+if __name__ == "__main__":
+    for p in build(Path(sys.argv[1])):
+        print(p)
