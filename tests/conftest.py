@@ -1,7 +1,6 @@
 import fcntl
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,6 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fake_nvml import Clock, FakeGPU, FakeNVML  # noqa: E402
+from run_bench import run_bench  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 
@@ -66,23 +66,9 @@ def smoke(tmp_path_factory):
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         done = d / "done.json"
         if not done.exists():
-            r = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "bench",
-                    *SMOKE_ARGS,
-                    "--results-dir",
-                    str(d / "results"),
-                    "--reports-dir",
-                    str(d / "reports"),
-                ],
-                capture_output=True,
-                text=True,
-                timeout=900,
-                # what the nightly workflow sets: recorded in the run block (the history's testbed key)
-                env={**os.environ, "ACCELBENCH_TESTBED": "rehearsal-cpu", "RUNNER_NAME": "local-runner"},
-            )
+            # what the nightly workflow sets: recorded in the run block (the history's testbed key)
+            env = {**os.environ, "ACCELBENCH_TESTBED": "rehearsal-cpu", "RUNNER_NAME": "local-runner"}
+            r = run_bench(SMOKE_ARGS, d, env=env)
             done.write_text(json.dumps({"returncode": r.returncode, "stdout": r.stdout, "stderr": r.stderr}))
     r = SimpleNamespace(**json.loads(done.read_text()))
     assert r.returncode == 0, r.stderr[-3000:]

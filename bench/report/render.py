@@ -686,12 +686,19 @@ def markdown_report(
             "",
         ]
         hl = [
-            [md(h["workload"]), md(h["mode"]), md(h["best_case"]), human(h["samples_per_s"]), fmt_ratio(h["speedup"])]
+            [
+                md(h["workload"]),
+                md(h["mode"]),
+                md(h["best_case"]),
+                human(h["samples_per_s"]),
+                "1x (baseline)" if h["best_case"] == h["baseline_case"] else fmt_ratio(h["speedup"]),
+            ]
             for h in analysis.headline(run)
         ]
+        out += ["## Headline", ""]
+        if not _gpu_measured(run):
+            out += ["No GPU was measured in this run: the best CPU configuration against CPU fp32.", ""]
         out += [
-            "## Headline",
-            "",
             tabulate(hl, headers=["workload", "mode", "best case", "samples/s", "vs CPU fp32"], tablefmt="github"),
             "",
         ]
@@ -724,7 +731,9 @@ def markdown_report(
                 md(r["case_id"]),
                 md(r["status"]),
                 human(r["samples_per_s"]) if r["status"] == "ok" else "-",
-                fmt_ratio(sp.get(r["case_id"])),
+                "baseline"
+                if r["status"] == "ok" and r["case_id"] == analysis.baseline_id(r)
+                else fmt_ratio(sp.get(r["case_id"])),
             ]
             for _, r in run.table.iterrows()
         ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,8 +17,16 @@ import pytest
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
 
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+from run_bench import run_bench  # noqa: E402
+
+CHROMIUM = (
+    os.environ.get("CHROMIUM")
+    or shutil.which("chromium")
+    or shutil.which("chromium-browser")
+    or shutil.which("google-chrome")
+)
 
 
 def need(ok: bool, why: str) -> None:
@@ -43,23 +50,17 @@ def node_clients():
 def fresh(tmp_path_factory):
     """A fresh CPU smoke run: (results file, its report folder)."""
     d = tmp_path_factory.mktemp("fresh")
-    args = ["--profile", "smoke", "--devices", "cpu", "--precisions", "fp32,tf32,mixed_bfloat16"]
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "run",
-            *args,
-            "--results-dir",
-            str(d / "results"),
-            "--reports-dir",
-            str(d / "reports"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
+    args = [
+        "--profile",
+        "smoke",
+        "--workloads",
+        "mlp,cnn",
+        "--devices",
+        "cpu",
+        "--precisions",
+        "fp32,tf32,mixed_bfloat16",
+    ]
+    r = run_bench(["run", *args], d, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
     (path,) = (d / "results").glob("*.json")
     return path, d / "reports" / path.stem
