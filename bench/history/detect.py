@@ -8,9 +8,9 @@ beyond the limit on the bad side is *suspect*, ``confirm`` consecutive suspect n
 until it is fixed or accepted. Before ``min_history`` nights: *insufficient history*. A case that
 measured before and fails (error, timeout, oom, numerics) on ``confirm`` nights in a row is a
 confirmed *failing* alert. A night whose case ran on a busy machine (other processes used the
-CPU or the case's GPUs: ``busy`` in its line) is judged ``busy`` when it is worse than the band:
-it never makes a case suspect or confirmed, never breaks or extends a run of bad nights, and
-never enters the baseline. Pure functions over night summaries; no I/O.
+CPU or the case's GPUs: ``busy`` in its line) is judged ``busy``, whatever its value: it never
+makes a case suspect or confirmed, never breaks or extends a run of bad nights, and never enters
+the baseline. Pure functions over night summaries; no I/O.
 """
 
 from __future__ import annotations

@@ -97,10 +97,11 @@ class Site:
         conf = [a for a in v.alerts if a.state == "confirmed"]
         sus = [a for a in v.alerts if a.state == "suspect"]
         accepted = [a for a in self.store.annotations() if a.action == "accept" and a.matches(v.testbed)]
+        judge = self.judge_line(v)
         gathering = v.gathering()
         busy = v.count("busy")
         if gathering:  # no all-clear before the judge can judge
-            verdict = gathering.line()[0].upper() + gathering.line()[1:]
+            verdict = judge["text"]
         else:
             verdict = (
                 (
@@ -192,7 +193,7 @@ class Site:
             "testbed": v.testbed,
             "verdict": verdict,
             "verdict_cls": "red" if conf else "amber" if sus or gathering or busy else "green",
-            "judge_note": gathering.watches() if gathering else "",
+            "judge_note": judge["note"],
             "last_night": last["night_id"],
             "last_link": pub.get(last["night_id"], f"nights/{v.testbed}.html"),
             "last_date": last["date_utc"],
