@@ -7,8 +7,10 @@ is used everywhere: pytest id, results key, CSV row, report label.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, fields
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
 
 from bench.errors import UserError
 
@@ -147,6 +149,54 @@ class Case:
         """Inverse of :meth:`to_dict`; extra keys are ignored (older results: 1 node, TensorFlow, data parallel)."""
         optional = ("nodes", "backend", "parallelism")
         return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d or f.name not in optional})
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> Case:
+        """The case of a stored record: its ``extra_info``, a CSV/table row or a night's case line.
+
+        Values may come as numpy or pandas scalars, and optional fields as missing or empty
+        (results written before they existed): 1 node, TensorFlow, data parallel.
+        """
+
+        def get(name: str, default: Any = None) -> Any:
+            v = row.get(name, default)
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                return default
+            return v
+
+        return cls(
+            workload=str(get("workload")),
+            mode=str(get("mode")),
+            device_kind=str(get("device_kind")),
+            device_count=int(get("device_count", 1)),
+            virtual=bool(get("virtual", False)),
+            precision=str(get("precision")),
+            xla=bool(get("xla", False)),
+            per_replica_batch=int(get("per_replica_batch")),
+            nodes=int(get("nodes", 1)),
+            backend=str(get("backend", "tensorflow")),
+            parallelism=str(get("parallelism", "data")),
+        )
+
+    def related(self, **changes: Any) -> Case:
+        """The same case with some fields changed; related ids are only ever built from fields."""
+        return replace(self, **changes)
+
+    def baseline(self) -> Case:
+        """CPU fp32 of the same backend, workload, mode and per-replica batch (TensorFlow: without XLA)."""
+        return self.related(
+            device_kind="cpu",
+            device_count=1,
+            virtual=False,
+            nodes=1,
+            precision="fp32",
+            xla=self.backend != "tensorflow",  # JAX always compiles
+            parallelism="data",
+        )
+
+    def single_device(self) -> Case:
+        """The same case on one device of one node (``gpu8x2nodes`` -> ``gpu1``, ``cpu2-virtual`` -> ``cpu``)."""
+        return self.related(device_count=1, virtual=False, nodes=1, parallelism="data")
 
 
 def expand(

@@ -84,3 +84,35 @@ def test_matrix_expansion_order_and_batch1_latency_cases():
     assert "mlp-infer-gpu1-mixed_bfloat16-b1" in {c.id for c in cases}
     assert not any(c.mode == "train" and c.per_replica_batch == 1 for c in cases)
     assert len({c.id for c in cases}) == len(cases)
+
+
+def test_related_cases_are_built_from_fields_never_from_id_strings():
+
+    c = Case("cnn", "train", "gpu", 8, False, "mixed_bfloat16", True, 64, nodes=2)
+    assert c.baseline().id == "cnn-train-cpu-fp32-b64"
+    assert c.single_device().id == "cnn-train-gpu1-mixed_bfloat16-xla-b64"
+    assert c.related(precision="fp32").id == "cnn-train-gpu8x2nodes-fp32-xla-b64"
+    assert c.related(xla=False).id == "cnn-train-gpu8x2nodes-mixed_bfloat16-b64"
+    v = Case("mlp", "infer", "cpu", 2, True, "fp32", False, 64)
+    assert v.single_device().id == "mlp-infer-cpu-fp32-b64" and v.baseline().id == "mlp-infer-cpu-fp32-b64"
+    # JAX: its baseline is JAX's own CPU fp32 case; model parallel on one device is data parallel
+    j = Case("mlp", "train", "gpu", 2, False, "tf32", True, 1024, backend="jax", parallelism="model")
+    assert j.id == "mlp-train-gpu2-jax-mp-tf32-b1024"
+    assert j.baseline().id == "mlp-train-cpu-jax-fp32-b1024"
+    assert j.single_device().id == "mlp-train-gpu1-jax-tf32-b1024"
+    assert j.related(parallelism="data").id == "mlp-train-gpu2-jax-tf32-b1024"
+    assert j.related(backend="tensorflow", parallelism="data", xla=False).id == "mlp-train-gpu2-tf32-b1024"
+
+
+def test_a_case_reads_from_a_table_row_or_an_older_record():
+    import numpy as np
+    import pandas as pd
+
+    c = Case("cnn", "infer", "gpu", 4, False, "fp32", True, 32, backend="jax")
+    row = pd.Series({**c.to_dict(), "device_count": np.int64(4), "xla": np.bool_(True), "extra": 1})
+    assert Case.of(row) == c
+    old = {k: v for k, v in Case("mlp", "train", "cpu", 1, False, "fp32", False, 64).to_dict().items()}
+    for k in ("nodes", "backend", "parallelism"):
+        del old[k]  # results written before those fields existed
+    assert Case.of(old) == Case("mlp", "train", "cpu", 1, False, "fp32", False, 64)
+    assert Case.of({**old, "nodes": float("nan"), "backend": None}).id == "mlp-train-cpu-fp32-b64"

@@ -196,6 +196,31 @@ def test_a_year_of_200_cases_builds_and_stays_small(tmp_path):
     print(f"365 nights x 200 cases: site built in {took:.1f} s, {size / 2**20:.1f} MiB; store {store / 2**20:.1f} MiB")
 
 
+def test_a_jax_case_is_set_against_the_jax_cpu_baseline_on_the_site():
+    from bench.site import metrics
+
+    def case(device, count, backend, value):
+        return {
+            "workload": "mlp", "mode": "train", "device_kind": device, "device_count": count, "nodes": 1,
+            "virtual": False, "precision": "fp32", "xla": backend == "jax", "per_replica_batch": 64,
+            "backend": backend, "parallelism": "data", "status": "ok", "value": value,
+            "samples": [value * (1 + 0.001 * k) for k in range(-3, 4)],
+        }  # fmt: skip
+
+    night = {
+        "cases": {
+            "mlp-train-cpu-fp32-b64": case("cpu", 1, "tensorflow", 1000.0),
+            "mlp-train-gpu1-fp32-b64": case("gpu", 1, "tensorflow", 4000.0),
+            "mlp-train-cpu-jax-fp32-b64": case("cpu", 1, "jax", 500.0),
+            "mlp-train-gpu1-jax-fp32-b64": case("gpu", 1, "jax", 5000.0),
+        }
+    }
+    (h,) = metrics.headline(night)
+    assert h.best_case == "mlp-train-gpu1-jax-fp32-b64"
+    assert h.speedup.value == pytest.approx(10.0, rel=0.01)  # against JAX on the CPU (500), not TensorFlow's 1000
+    assert metrics.speedup_series([night], "mlp-train-gpu1-jax-fp32-b64") == [pytest.approx(10.0)]
+
+
 def test_card_scaling_counts_devices_across_nodes():
     from bench.site import metrics
 

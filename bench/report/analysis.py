@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench import stats, storage
-from bench.cases import DeviceConfig, backend_tag
+from bench.cases import Case
 from bench.report.numbers import human
 
 
@@ -45,14 +45,9 @@ def load_run(doc: dict, label: str | None = None) -> RunData:
     return RunData(label or doc["run"]["id"], doc, table, samples)
 
 
-def _backend(row: pd.Series | dict) -> str:
-    b = row.get("backend")
-    return "tensorflow" if b is None or pd.isna(b) else str(b)
-
-
-def baseline_id(row: pd.Series) -> str:
+def baseline_id(row: pd.Series | dict) -> str:
     """Id of the CPU fp32 (no XLA) case of the same backend, workload, mode and per-replica batch."""
-    return f"{row['workload']}-{row['mode']}-cpu{backend_tag(_backend(row))}-fp32-b{row['per_replica_batch']}"
+    return Case.of(row).baseline().id
 
 
 def ratio(run: RunData, num: str, den: str) -> stats.Ratio | None:
@@ -132,10 +127,7 @@ def _nodes(row: pd.Series | dict) -> int:
 
 def single_device_id(row: pd.Series | dict) -> str:
     """The same case on one device of one node: ``gpu8x2nodes`` -> ``gpu1``, ``cpux2nodes``/``cpu2-virtual`` -> ``cpu``."""
-    device = DeviceConfig(str(row["device_kind"]), int(row["device_count"]), bool(row["virtual"]), _nodes(row))
-    one = "-gpu1" if device.kind == "gpu" else "-cpu"
-    cid = str(row["case_id"]).replace(f"-{device.label}", one, 1)
-    return cid.replace(f"{one}-{_backend(row)}-mp-", f"{one}-{_backend(row)}-", 1)  # one device: no model split
+    return Case.of(row).single_device().id
 
 
 def scaling(run: RunData, pool: dict[str, list[float]] | None = None) -> pd.DataFrame:
@@ -186,7 +178,7 @@ def precision_gains(run: RunData) -> pd.DataFrame:
     t = run.table[run.table["status"] == "ok"]
     out = []
     for _, row in t[t["precision"] != "fp32"].iterrows():
-        ref = row["case_id"].replace(f"-{row['precision']}", "-fp32", 1)
+        ref = Case.of(row).related(precision="fp32").id
         out.append({"case_id": row["case_id"], "vs": ref, "gain": ratio(run, row["case_id"], ref)})
     return pd.DataFrame(out, columns=["case_id", "vs", "gain"])
 
@@ -197,7 +189,7 @@ def xla_gains(run: RunData) -> pd.DataFrame:
     t = t[t["backend"] == "tensorflow"]  # JAX always compiles: no "off" to compare with
     out = []
     for _, row in t.iterrows():
-        ref = row["case_id"].replace("-xla-", "-", 1)
+        ref = Case.of(row).related(xla=False).id
         out.append({"case_id": row["case_id"], "vs": ref, "gain": ratio(run, row["case_id"], ref)})
     return pd.DataFrame(out, columns=["case_id", "vs", "gain"])
 
@@ -219,12 +211,8 @@ def backend_comparison(run: RunData, pool: dict[str, list[float]] | None = None)
     t = run.table[(run.table["status"] == "ok") & (run.table["backend"] != "tensorflow")]
     out = []
     for _, row in t[t["parallelism"] == "data"].iterrows():
-        jax_id, tag = str(row["case_id"]), backend_tag(_backend(row))
-        tf_id = jax_id.replace(tag + "-", "-", 1)
-        for xla, other in (
-            (False, tf_id),
-            (True, tf_id.replace(f"-b{row['per_replica_batch']}", f"-xla-b{row['per_replica_batch']}")),
-        ):
+        jax_id, tf = str(row["case_id"]), Case.of(row).related(backend="tensorflow")
+        for xla, other in ((False, tf.related(xla=False).id), (True, tf.related(xla=True).id)):
             a, b = samples.get(jax_id), samples.get(other)
             if not a or not b:
                 continue
@@ -246,9 +234,7 @@ def parallelism_comparison(run: RunData) -> pd.DataFrame:
     t = run.table[(run.table["status"] == "ok") & (run.table["parallelism"] == "model")]
     out = []
     for _, row in t.iterrows():
-        data_id = str(row["case_id"]).replace(
-            f"{backend_tag(_backend(row), 'model')}-", f"{backend_tag(_backend(row))}-", 1
-        )
+        data_id = Case.of(row).related(parallelism="data").id
         r = ratio(run, row["case_id"], data_id)
         if r is not None:
             out.append({"case_id": row["case_id"], "vs": data_id, "gain": r})

@@ -11,17 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench import stats
+from bench.cases import Case
 from bench.report import cost as costs
-from bench.report.analysis import single_device_id
 
 
 def _ok(c: dict) -> bool:
     return c.get("status") == "ok" and c.get("value") is not None
-
-
-def baseline_id(c: dict) -> str:
-    """CPU fp32 (no XLA) case of the same workload, mode and per-replica batch."""
-    return f"{c.get('workload')}-{c.get('mode')}-cpu-fp32-b{c.get('per_replica_batch')}"
 
 
 def _ratio(a: dict | None, b: dict | None) -> stats.Ratio | None:
@@ -65,13 +60,13 @@ def headline(night: dict, prices: costs.Prices | None = None) -> list[Headline]:
         for cid, c in g.items():
             n = int(c.get("device_count") or 1) * int(c.get("nodes") or 1)
             if n > 1 and not c.get("virtual"):
-                r = _ratio(c, cases.get(single_device_id({**c, "case_id": cid})))
+                r = _ratio(c, cases.get(Case.of(c).single_device().id))
                 if r:
                     scal.append((cid, r.scaled(1.0 / n)))
         prec: list[tuple[str, stats.Ratio]] = []
         for cid, c in g.items():
             if c.get("precision") not in (None, "fp32"):
-                r = _ratio(c, cases.get(cid.replace(f"-{c['precision']}", "-fp32", 1)))
+                r = _ratio(c, cases.get(Case.of(c).related(precision="fp32").id))
                 if r:
                     prec.append((cid, r))
         spj = [(k, float(c["samples_per_joule"])) for k, c in g.items() if c.get("samples_per_joule")]
@@ -98,14 +93,14 @@ def headline(night: dict, prices: costs.Prices | None = None) -> list[Headline]:
                 workload=w,
                 mode=m,
                 best_case=best,
-                speedup=_ratio(g[best], cases.get(baseline_id(g[best]))),
+                speedup=_ratio(g[best], cases.get(Case.of(g[best]).baseline().id)),
                 scaling_case=s_best[0],
                 scaling=s_best[1],
                 precision_case=p_best[0],
                 precision_gain=p_best[1],
                 best_samples_per_joule=max(spj, key=lambda t: t[1]) if spj else None,
                 cheapest=cheap,
-                is_baseline=best == baseline_id(g[best]),
+                is_baseline=best == Case.of(g[best]).baseline().id,
             )
         )
     return out
@@ -116,7 +111,7 @@ def speedup_series(nights: list[dict], case_id: str) -> list[float | None]:
     out: list[float | None] = []
     for n in nights:
         c = n["cases"].get(case_id)
-        b = n["cases"].get(baseline_id(c)) if c else None
+        b = n["cases"].get(Case.of(c).baseline().id) if c else None
         out.append(c["value"] / b["value"] if c and b and _ok(c) and _ok(b) and b["value"] else None)
     return out
 
