@@ -124,6 +124,11 @@ class Case:
         return self.nodes if self.parallelism == "model" else self.device.replicas
 
     @property
+    def physical_devices(self) -> int:
+        """Chips the case runs on, over all nodes: a virtual split is one chip."""
+        return 1 if self.virtual else self.device_count * self.nodes
+
+    @property
     def global_batch(self) -> int:
         """Samples per step over all replicas on all nodes (weak scaling; one replica under model parallelism)."""
         return self.per_replica_batch * self.replicas

@@ -214,8 +214,13 @@ class WorkerSession:
         if getattr(benchmark, "disabled", False):  # it would time nothing and return no statistics
             raise RuntimeError("pytest-benchmark is disabled in this worker (--benchmark-disable or xdist)")
         probe = self._probe(cid, case.precision)
-        physical = 1 if self.device.virtual else self.device.count
-        out: dict = {"peak_tflops_measured": probe.tflops * physical, "probe_n": probe.n, "probe_dtype": probe.dtype}
+        # the peak of every chip of the case, on every node: the throughput it is set against is global
+        out: dict = {
+            "peak_tflops_per_device": probe.tflops,
+            "peak_tflops_measured": probe.tflops * case.physical_devices,
+            "probe_n": probe.n,
+            "probe_dtype": probe.dtype,
+        }
         info["math_mode"] = be.apply_precision(case.precision, case.device_kind)
         self.host.reset_peak()
         be.reset_memory()

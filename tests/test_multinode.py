@@ -100,6 +100,9 @@ def test_two_workers_on_loopback_through_tf_config(tmp_path):
         assert e["all_reduce"] == "CollectiveAllReduce/RING" and e["cluster_world"] == 2
         assert len(e["per_node_host_peak_rss_bytes"]) == 2 and all(v > 0 for v in e["per_node_host_peak_rss_bytes"])
     assert cases["mlp-train-cpux2nodes-fp32-b64"]["loss_final"] > 0  # reduced over both workers
+    for e in cases.values():  # the global throughput is set against both nodes' peak, not one node's
+        assert e["peak_tflops_measured"] == pytest.approx(2 * e["peak_tflops_per_device"])
+        assert e["mfu_measured"] == pytest.approx(e["achieved_tflops"] / e["peak_tflops_measured"])
     html = (tmp_path / "rep0" / "pair" / "index.html").read_text()
     assert "cluster: 2 workers, one per node (tf_config), on 127.0.0.1; all-reduce CollectiveAllReduce/RING" in html
     assert "2 (2 nodes)" in html  # the scaling row

@@ -305,3 +305,33 @@ def test_a_busy_case_is_flagged_in_the_console_and_the_report():
     html = html_report([doc])
     assert "1 case ran on a busy machine" in html and "(up to 33% of the CPU)" in html
     assert re.search(re.escape(busy["case_id"]) + r' <span class="warn">[^<]*busy</span>', html)
+
+
+def test_a_cluster_case_counts_every_node_in_datasheet_share_and_cost(tmp_path):
+    from bench.report import cost
+    from bench.report.render import cost_rows
+
+    doc = storage.load(GPU8)
+    one = next(r for r in doc["benchmarks"] if r["extra_info"]["case_id"] == "mlp-train-gpu8-tf32-b1024")
+    two = json.loads(json.dumps(one))
+    two["extra_info"].update(nodes=2, case_id="mlp-train-gpu8x2nodes-tf32-b1024")
+    doc["benchmarks"].append(two)
+    for r in (one, two):
+        r["extra_info"]["energy_j_per_sample"] = None  # device-hours only: the count of chips alone
+    prices = tmp_path / "p.toml"
+    prices.write_text("[device_hour]\ncpu = 0.50\ngpu = 2.00\n")
+    rows, _ = cost_rows(analysis.load_run(doc), cost.load(prices))
+    by = {o["case_id"]: o["cost"].per_million for o in rows}
+    # the same throughput from 16 GPUs on two nodes costs twice the device-hours of 8 GPUs on one
+    assert by["mlp-train-gpu8x2nodes-tf32-b1024"] == pytest.approx(2 * by["mlp-train-gpu8-tf32-b1024"])
+    html = html_report([doc])
+    eff = html.split("<h2>Compute efficiency")[1].split("</table>")[0]
+
+    def datasheet_pct(cid):
+        return float(
+            re.search(rf"<td>{cid}</td>(?:<td[^>]*>[^<]*</td>){{3}}<td class=\"num\">([\d.]+)</td>", eff).group(1)
+        )
+
+    assert datasheet_pct("mlp-train-gpu8x2nodes-tf32-b1024") == pytest.approx(
+        datasheet_pct("mlp-train-gpu8-tf32-b1024") / 2, rel=0.02
+    )

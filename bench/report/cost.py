@@ -95,7 +95,7 @@ def per_million(
     hourly = prices.hourly(device_kind, gpu_name)
     if hourly is None or not samples_per_s or samples_per_s <= 0:
         return None
-    n = 1 if virtual else max(1, int(devices))
+    n = 1 if virtual else max(1, int(devices))  # devices: every chip of the case, on every node
     per_sample = hourly * n / 3600.0 / samples_per_s
     energy = False
     if energy_j_per_sample is not None and not math.isnan(energy_j_per_sample) and prices.kwh is not None:

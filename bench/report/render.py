@@ -17,6 +17,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from bench import __version__, stats, storage
+from bench.cases import Case
 from bench.report import analysis, charts, compare
 from bench.report import cost as costs
 from bench.report.analysis import RunData, fmt_ratio
@@ -434,7 +435,7 @@ def _efficiency(run: RunData) -> Table:
     rows = []
     for _, r in t.iterrows():
         ds = datasheet_tflops(gname, r["precision"]) if r["device_kind"] == "gpu" else None
-        n = 1 if r["virtual"] else int(r["device_count"])
+        n = Case.of(r).physical_devices  # every chip on every node (a cluster's throughput is global)
         pct_ds = 100 * r["achieved_tflops"] / (ds * n) if ds and r["achieved_tflops"] else None
         rows.append(
             [
@@ -457,7 +458,7 @@ def cost_rows(run: RunData, prices: costs.Prices) -> tuple[list[dict], dict[tupl
         c = costs.per_million(
             prices,
             r["device_kind"],
-            int(r["device_count"]),
+            Case.of(r).physical_devices,
             bool(r["virtual"]),
             r["samples_per_s"],
             None if pd.isna(r["energy_j_per_sample"]) else r["energy_j_per_sample"],

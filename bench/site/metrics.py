@@ -77,7 +77,7 @@ def headline(night: dict, prices: costs.Prices | None = None) -> list[Headline]:
                 cc = costs.per_million(
                     prices,
                     str(c.get("device_kind")),
-                    int(c.get("device_count") or 1),
+                    Case.of(c).physical_devices,
                     bool(c.get("virtual")),
                     c["value"],
                     c.get("energy_j_per_sample"),
