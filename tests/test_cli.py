@@ -166,3 +166,37 @@ def test_a_schema_1_results_file_still_reads_everywhere(tmp_path):
     r = cli("history", "add", str(old), "--store", str(tmp_path / "store"), "--no-report")
     assert r.returncode == 0, r.stderr
     assert old.read_bytes() == before  # read, never rewritten
+
+
+def test_the_readme_synopsis_lists_every_option_of_every_command():
+    import argparse
+    import re
+
+    from bench.cli import parser
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = next(b for b in readme.split("```") if "accelbench run [" in b)
+    entries: dict[str, str] = {}
+    key = ""
+    for line in block.splitlines():
+        m = re.match(r"accelbench ((?:[a-z]+ ?)*)", line)
+        if m:
+            key = m.group(1).strip()  # the command's words: "run", "history add", "" for --version
+            entries[key] = entries.get(key, "") + " " + line
+        elif line.startswith(" ") and key:
+            entries[key] += " " + line
+
+    def walk(p, path):
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sp in a.choices.items():
+                    yield from walk(sp, [*path, name])
+            elif a.option_strings and "--help" not in a.option_strings:
+                yield " ".join(path), a.option_strings
+
+    missing = []
+    for cmd, opts in walk(parser(), []):
+        text = entries.get(cmd, "")
+        if not any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text) for o in opts):
+            missing.append(f"accelbench {cmd} {opts[-1]}")
+    assert missing == []
