@@ -357,7 +357,7 @@ def test_hostile_names_are_escaped_in_the_markdown_verdict(tmp_path, capsys):
     assert "<script" not in out.lower() and "<img" not in out.lower() and "](javascript" not in out
 
 
-def test_judge_over_a_testbed_with_many_cases_is_reasonably_fast():
+def test_the_judge_covers_every_case_of_a_200_case_testbed():  # speed: docs/benchmarks.md, never asserted
     vals = simulate.series(200, 120, 0.01, 0.0, 120, seed=1)
     v = judge_testbed("sim", simulate.nights_of(vals), Thresholds(), [])
     assert len(v.cases) == 200 and v.last_good_night is not None

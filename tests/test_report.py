@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import browser
+import numpy as np
 import pytest
 from conftest import DATA
 
@@ -67,7 +68,11 @@ def test_html_has_every_section_charts_and_no_network(gpu8_html):
     svgs = re.findall(r"<svg [^>]*>", gpu8_html)
     assert len(svgs) >= 3 and all('role="img"' in s and "aria-label=" in s for s in svgs)
     assert "Power per GPU, cnn-train-gpu8-mixed_float16-b256" in gpu8_html
-    assert "efficiency" in gpu8_html and "91%" in gpu8_html
+    # the scaling table's row of the 8-GPU tf32 MLP shows its efficiency (the sample's planted 0.91)
+    eff = analysis.scaling(analysis.load_run(storage.load(GPU8))).set_index("case_id").loc["mlp-train-gpu8-tf32-b1024"]
+    row = re.search(r"<td>mlp-train-gpu8-tf32-b1024</td><td class=\"num\">8</td>.*?</tr>", gpu8_html, re.S).group(0)
+    assert row.endswith(f'<td class="num">{analysis.fmt_ratio(eff["efficiency"], pct=True)}</td></tr>'), row
+    assert 0.89 <= eff["efficiency"].value <= 0.93
     assert "fp32 means TF32 off" in gpu8_html
     assert "<script" not in gpu8_html.lower() and "<link" not in gpu8_html.lower()
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", gpu8_html)
@@ -204,8 +209,12 @@ def test_cpu_only_sample_shows_precision_and_unsupported_gpu_cases():
     doc = storage.load(CPU)
     html = html_report([doc])
     assert "mlp-train-cpu-mixed_bfloat16-b64" in html and "no NVIDIA GPU on this machine" in html
-    gains = analysis.precision_gains(analysis.load_run(doc)).set_index("case_id")["gain"]
-    assert gains["mlp-train-cpu-mixed_bfloat16-b64"].value > 0
+    run = analysis.load_run(doc)
+    gains = analysis.precision_gains(run).set_index("case_id")["gain"]
+    bf16, fp32 = run.samples["mlp-train-cpu-mixed_bfloat16-b64"], run.samples["mlp-train-cpu-fp32-b64"]
+    g = gains["mlp-train-cpu-mixed_bfloat16-b64"]
+    assert g.value == pytest.approx(float(np.median(bf16)) / float(np.median(fp32)))  # bf16 over fp32, same CPU
+    assert g.ci_low <= g.value <= g.ci_high
     assert "No multi-device cases in this run." in html
     both = html_report([doc, storage.load(GPU8)])  # two machines in one report
     assert both.count("<h2>Environment - ") == 2 and "1 GPU, fp32" in both

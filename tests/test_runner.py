@@ -28,7 +28,8 @@ OPTS = RunOptions(
 )
 
 
-def test_a_worker_killed_mid_case_costs_only_that_case(tmp_path, monkeypatch):
+def test_each_device_configuration_runs_in_a_worker_and_every_case_is_recorded(tmp_path, monkeypatch):
+    # (a worker killed mid case: test_the_case_in_flight_is_recorded_and_the_rest_run)
     run = runner.Run(OPTS, machine(), tmp_path, ["run"])
     path = run.execute()
     doc = storage.load(path)
