@@ -12,6 +12,7 @@ from nights import night
 from bench import storage
 from bench.cli import main
 from bench.history import simulate
+from bench.history import summarise as summarise_mod
 from bench.history.changepoints import change_points
 from bench.history.detect import judge_case, judge_testbed
 from bench.history.store import Annotation, Rule, Store, Thresholds
@@ -379,3 +380,45 @@ def test_merge_joins_shards_into_one_results_file_the_report_reads(tmp_path, cap
     assert [s["id"] for s in m["run"]["merged_from"]] == ["night0003-0", "night0003-shard2"]
     assert {r["extra_info"]["run_id"] for r in storage.records(m)} == {"n3"}
     assert main(["report", str(out), "--out", str(tmp_path / "rep")]) == 0
+
+
+def test_a_jax_upgrade_starts_a_new_baseline_for_jax_cases_not_an_alert(tmp_path):
+    """Nights of a TF and a JAX case; JAX 0.5 -> 0.6 with the JAX case 20% slower from then on."""
+    fp = {"gpus": [], **{k: None for k in ("driver", "cuda", "cudnn", "cpu", "image_digest")}}
+    old_fp = {
+        **fp,
+        "gpu_count": 0,
+        "tensorflow": "2.21",
+        "keras": "3.15",
+        "jax": "0.5",
+        "jaxlib": "0.5",
+        "jax_keras": "3.15",
+    }
+    nights = []
+    for i in range(24):
+        upgraded = i >= 20
+        f = {**old_fp, "jax": "0.6", "jaxlib": "0.6"} if upgraded else dict(old_fp)
+        if i < 5:  # nights added before the Keras and JAX versions were part of the fingerprint
+            f = {k: v for k, v in f.items() if k not in ("keras", "jax", "jaxlib", "jax_keras")}
+        jv = (80.0 if upgraded else 100.0) * (1 + 0.002 * (i % 3))
+        nights.append(
+            {
+                "night_id": f"n{i:03d}",
+                "date_utc": f"2026-10-{1 + i:02d}T02",
+                "fingerprint": f,
+                "fingerprint_hash": summarise_mod.fingerprint_hash(f),
+                "status": "complete",
+                "commit": f"c{i}",
+                "cases": {
+                    "tf": {"status": "ok", "value": 100.0 * (1 + 0.002 * (i % 3)), "backend": "tensorflow"},
+                    "jx": {"status": "ok", "value": jv, "backend": "jax"},
+                },
+            }
+        )
+    v = judge_testbed("tb", nights, Thresholds(), [])
+    jx, tf = v.cases["jx"], v.cases["tf"]
+    assert [p.night_id for p in jx.points if p.segment_start] == ["n020"]  # the upgrade, not n005
+    assert jx.alert is None and jx.state == "insufficient"  # a new baseline, never a regression
+    assert not any(p.segment_start for p in tf.points) and tf.state == "ok"  # TensorFlow cases judged on
+    assert summarise_mod.new_segment(nights[19], nights[20]) and not summarise_mod.new_segment(nights[4], nights[5])
+    assert "JAX 0.6" in summarise_mod.describe_fingerprint(nights[20]["fingerprint"])

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench.history.store import Annotation, Rule, Thresholds
-from bench.history.summarise import FAILED
+from bench.history.summarise import FAILED, new_segment
 
 MAD_SIGMA = 1.4826
 OPEN = ("suspect", "confirmed", "failing", "failing-confirmed")
@@ -96,7 +96,10 @@ def judge_case(
     accepted = {a.night for a in mine if a.action == "accept"}
     j = CaseJudgement(case_id, rule)
     baseline: list[float] = []
-    segment: str | None = None
+    prev: dict | None = None  # the night before (its fingerprint decides a new segment)
+    backend = next(
+        (str(n["cases"][case_id].get("backend") or "tensorflow") for n in nights if case_id in n["cases"]), None
+    )
     bad: list[tuple[dict, dict]] = []  # (night, case line) of the current run of bad nights
     last_good: dict | None = None
     kind = ""
@@ -105,9 +108,10 @@ def judge_case(
         c = night["cases"].get(case_id)
         nid = night["night_id"]
         start = None
-        if night["fingerprint_hash"] != segment:
-            start = "fingerprint" if segment is not None else None
-            segment, baseline, bad, ever_ok = night["fingerprint_hash"], [], [], False
+        if new_segment(prev, night, backend):
+            start = "fingerprint"
+            baseline, bad, ever_ok = [], [], False
+        prev = night
         if nid in accepted:
             start, baseline, bad = "accepted", [], []
         common = {"night_id": nid, "date_utc": night["date_utc"], "segment_start": start}

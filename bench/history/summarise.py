@@ -25,8 +25,14 @@ class HistoryError(UserError):
     """Bad input to the history: one line, exit 2, nothing written."""
 
 
+# What every case's nights depend on, and what only one backend's cases do: a JAX upgrade starts a
+# new baseline for the JAX cases and leaves the TensorFlow cases' alone.
+COMMON_FINGERPRINT = ("gpus", "gpu_count", "driver", "cuda", "cudnn", "cpu", "image_digest")
+BACKEND_FINGERPRINT = {"tensorflow": ("tensorflow", "keras"), "jax": ("jax", "jaxlib", "jax_keras")}
+
+
 def fingerprint(doc: dict) -> dict:
-    """What makes two nights comparable: GPU models and count, driver, CUDA/cuDNN, TF, CPU, image."""
+    """What makes two nights comparable: GPU models and count, driver, CUDA/cuDNN, CPU, image, each backend's versions."""
     ab = doc.get("machine_info", {}).get("accelbench", {})
     gpus = sorted(str(g.get("name", "?")) for g in ab.get("gpus", []))
     return {
@@ -36,9 +42,34 @@ def fingerprint(doc: dict) -> dict:
         "cuda": ab.get("cuda_build"),
         "cudnn": ab.get("cudnn_build"),
         "tensorflow": ab.get("tensorflow"),
+        "keras": ab.get("keras"),
+        "jax": ab.get("jax"),
+        "jaxlib": ab.get("jaxlib"),
+        "jax_keras": ab.get("jax_keras"),
         "cpu": ab.get("cpu", {}).get("model"),
         "image_digest": doc.get("run", {}).get("image_digest"),
     }
+
+
+def same_testbed(a: dict, b: dict, backend: str | None = None) -> bool:
+    """Two nights' fingerprints agree on what a case of ``backend`` (None: any case) depends on.
+
+    A field only one of them recorded (nights added before it was part of the fingerprint) is
+    no difference: adding a field starts no new baseline by itself.
+    """
+    keys = COMMON_FINGERPRINT + (
+        BACKEND_FINGERPRINT.get(backend, ()) if backend else tuple(k for v in BACKEND_FINGERPRINT.values() for k in v)
+    )
+    return all(a[k] == b[k] for k in keys if k in a and k in b)
+
+
+def new_segment(prev: dict | None, night: dict, backend: str | None = None) -> bool:
+    """Whether ``night`` starts a new baseline after ``prev`` (fingerprints compared; the hash where a night has none)."""
+    if prev is None:
+        return False
+    if isinstance(prev.get("fingerprint"), dict) and isinstance(night.get("fingerprint"), dict):
+        return not same_testbed(prev["fingerprint"], night["fingerprint"], backend)
+    return prev.get("fingerprint_hash") != night.get("fingerprint_hash")
 
 
 def fingerprint_hash(fp: dict) -> str:
@@ -49,11 +80,18 @@ def fingerprint_hash(fp: dict) -> str:
 def describe_fingerprint(fp: dict) -> str:
     """One line: ``2x NVIDIA H100, driver 550, CUDA 12.3, TF 2.18, Intel Xeon``."""
     names: dict[str, int] = {}
-    for g in fp.get("gpus", []):
+    for g in fp.get("gpus") or []:
         names[g] = names.get(g, 0) + 1
     gpus = ", ".join(f"{n}x {k}" for k, n in names.items()) or "no GPU"
     parts = [gpus]
-    for key, label in (("driver", "driver"), ("cuda", "CUDA"), ("cudnn", "cuDNN"), ("tensorflow", "TF")):
+    for key, label in (
+        ("driver", "driver"),
+        ("cuda", "CUDA"),
+        ("cudnn", "cuDNN"),
+        ("tensorflow", "TF"),
+        ("keras", "Keras"),
+        ("jax", "JAX"),
+    ):
         if fp.get(key):
             parts.append(f"{label} {fp[key]}")
     parts.append(str(fp.get("cpu") or "?"))
@@ -189,7 +227,7 @@ def check_shards(docs: list[tuple[str, dict]]) -> None:
     fp, commit = fingerprint(first), commit_of(first)
     seen: dict[str, str] = {}
     for path, doc in docs:
-        if fingerprint(doc) != fp:
+        if fingerprint(doc) != fp:  # shards of one night: the same machine and software, every field
             raise HistoryError(
                 f"{path}: another machine than {first_path} ({describe_fingerprint(fingerprint(doc))} vs "
                 f"{describe_fingerprint(fp)}); shard only across identical testbeds"

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 from bench.history.detect import Alert, TestbedVerdict, judge_testbed
 from bench.history.store import Store
-from bench.history.summarise import HistoryError, describe_fingerprint
+from bench.history.summarise import HistoryError, describe_fingerprint, new_segment
 from bench.report.mdtext import md
 
 MAX_MARKDOWN = 900_000  # GitHub refuses a step summary over 1 MiB
@@ -85,7 +85,7 @@ def markdown(verdicts: list[TestbedVerdict], now: datetime | None = None) -> str
     out = [f"# accelbench nightly: {title}", ""]
     for v in verdicts:
         out += [f"## {md(v.testbed)}", "", md(summary_line(v, now)), ""]
-        if len(v.nights) > 1 and v.nights[-2]["fingerprint_hash"] != v.nights[-1]["fingerprint_hash"]:
+        if len(v.nights) > 1 and new_segment(v.nights[-2], v.nights[-1]):
             fp = describe_fingerprint(v.nights[-1].get("fingerprint") or {})
             out += [f"New testbed fingerprint tonight (a new segment, not an alert): {md(fp)}", ""]
         if v.alerts:

@@ -25,7 +25,7 @@ from bench import __version__
 from bench.history.changepoints import change_points
 from bench.history.detect import TestbedVerdict
 from bench.history.store import Store
-from bench.history.summarise import HistoryError, describe_fingerprint
+from bench.history.summarise import HistoryError, describe_fingerprint, new_segment
 from bench.history.verdict import STALE_HOURS, age_hours, commit_range, judge_store, magnitude
 from bench.report import cost as costs
 from bench.report.html import Cell, Table, na, num, unique_svg_ids
@@ -187,7 +187,7 @@ class Site:
             ],
         )
         seg = ""
-        if len(v.nights) > 1 and v.nights[-2]["fingerprint_hash"] != last["fingerprint_hash"]:
+        if len(v.nights) > 1 and new_segment(v.nights[-2], last):
             seg = "new fingerprint tonight: a new baseline starts (not an alert)"
         return {
             "testbed": v.testbed,
