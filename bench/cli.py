@@ -319,7 +319,7 @@ def cmd_report(a: argparse.Namespace) -> int:
     """``accelbench report``."""
     from bench import storage
     from bench.report import analysis, console
-    from bench.report.render import regressions, render
+    from bench.report.render import regressions, render, same_profile
 
     if a.fail_on_regression is not None and a.fail_on_regression <= 0:
         raise UserError(f"--fail-on-regression takes a positive percentage; got {a.fail_on_regression}")
@@ -327,6 +327,12 @@ def cmd_report(a: argparse.Namespace) -> int:
     docs = [storage.load(f) for f in a.files]
     base = storage.load(a.baseline) if a.baseline else None
     threshold = (a.fail_on_regression or 5.0) / 100.0
+    if base is not None and a.fail_on_regression is not None and not same_profile(docs[0], base):
+        # a gate that compared nothing must not pass: the profile sizes the models behind the ids
+        raise UserError(
+            f"{a.files[0]} is a {docs[0]['run'].get('profile')} run and {a.baseline} a "
+            f"{base['run'].get('profile')} run: different model sizes under the same case ids, not compared"
+        )
     rid = str(docs[0]["run"]["id"])
     if not a.out and not storage.RUN_ID_RE.match(rid):  # the id would name a folder outside reports/
         raise UserError(f"{a.files[0]}: run id {rid!r} is not a plain name; give the report folder with --out")

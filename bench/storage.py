@@ -296,6 +296,26 @@ def load(path: str | Path) -> dict:
     return doc
 
 
+def machine_fingerprint(doc: dict) -> dict:
+    """What makes two nights comparable: GPU models and count, driver, CUDA/cuDNN, CPU, image, each backend's versions."""
+    ab = doc.get("machine_info", {}).get("accelbench", {})
+    gpus = sorted(str(g.get("name", "?")) for g in ab.get("gpus", []))
+    return {
+        "gpus": gpus,
+        "gpu_count": len(gpus),
+        "driver": ab.get("driver_version"),
+        "cuda": ab.get("cuda_build"),
+        "cudnn": ab.get("cudnn_build"),
+        "tensorflow": ab.get("tensorflow"),
+        "keras": ab.get("keras"),
+        "jax": ab.get("jax"),
+        "jaxlib": ab.get("jaxlib"),
+        "jax_keras": ab.get("jax_keras"),
+        "cpu": ab.get("cpu", {}).get("model"),
+        "image_digest": doc.get("run", {}).get("image_digest"),
+    }
+
+
 def round_times(record: dict) -> list[float]:
     """Per-round times (s) of a measured record (per-sample time x samples per round); [] otherwise."""
     stats = record.get("stats") or {}

@@ -166,7 +166,30 @@ def test_cli_report_fail_on_regression(tmp_path):
 
 def test_different_machine_identities_are_called_out():
     html = html_report([storage.load(HOSTILE)], baseline=storage.load(GPU8))
-    assert "different machine identities" in html
+    assert "The two runs differ in gpus " in html
+    # cuDNN alone, or the container image alone, is a difference too
+    base, new = storage.load(GPU8), storage.load(SLOW)
+    new["machine_info"]["accelbench"]["cudnn_build"] = "9.9.9"
+    new["run"]["image_digest"] = "sha256:feed"
+    html = html_report([new], baseline=base)
+    assert re.search(r"The two runs differ in cudnn [^;]* -&gt; 9.9.9; image_digest None -&gt; sha256:feed", html)
+
+
+def test_runs_of_different_profiles_are_not_compared(tmp_path):
+    """The smoke MLP at batch 64 and the standard MLP at --batch-size 64 share an id, not a model."""
+    base, new = storage.load(GPU8), storage.load(SLOW)
+    new["run"]["profile"] = "smoke"
+    assert regressions(new, base, 0.05) == []
+    html = html_report([new], baseline=base)
+    assert "profile standard -&gt; smoke" in html and "measure different model sizes" in html
+    storage.write_atomic(tmp_path / "smoke.json", new)
+    r = cli("report", str(tmp_path / "smoke.json"), "--baseline", str(GPU8), "--fail-on-regression", "5", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "different model sizes" in r.stderr, r.stderr
+    # the nightly judge: a profile change starts a new baseline, never an alert
+    from bench.history.summarise import new_segment
+
+    assert new_segment({"profile": "standard", "fingerprint_hash": "a"}, {"profile": "smoke", "fingerprint_hash": "a"})
+    assert not new_segment({"profile": "smoke", "fingerprint_hash": "a"}, {"profile": "smoke", "fingerprint_hash": "a"})
 
 
 def test_unknown_schema_version_is_refused(tmp_path):

@@ -29,26 +29,7 @@ class HistoryError(UserError):
 # new baseline for the JAX cases and leaves the TensorFlow cases' alone.
 COMMON_FINGERPRINT = ("gpus", "gpu_count", "driver", "cuda", "cudnn", "cpu", "image_digest")
 BACKEND_FINGERPRINT = {"tensorflow": ("tensorflow", "keras"), "jax": ("jax", "jaxlib", "jax_keras")}
-
-
-def fingerprint(doc: dict) -> dict:
-    """What makes two nights comparable: GPU models and count, driver, CUDA/cuDNN, CPU, image, each backend's versions."""
-    ab = doc.get("machine_info", {}).get("accelbench", {})
-    gpus = sorted(str(g.get("name", "?")) for g in ab.get("gpus", []))
-    return {
-        "gpus": gpus,
-        "gpu_count": len(gpus),
-        "driver": ab.get("driver_version"),
-        "cuda": ab.get("cuda_build"),
-        "cudnn": ab.get("cudnn_build"),
-        "tensorflow": ab.get("tensorflow"),
-        "keras": ab.get("keras"),
-        "jax": ab.get("jax"),
-        "jaxlib": ab.get("jaxlib"),
-        "jax_keras": ab.get("jax_keras"),
-        "cpu": ab.get("cpu", {}).get("model"),
-        "image_digest": doc.get("run", {}).get("image_digest"),
-    }
+fingerprint = storage.machine_fingerprint
 
 
 def same_testbed(a: dict, b: dict, backend: str | None = None) -> bool:
@@ -64,9 +45,14 @@ def same_testbed(a: dict, b: dict, backend: str | None = None) -> bool:
 
 
 def new_segment(prev: dict | None, night: dict, backend: str | None = None) -> bool:
-    """Whether ``night`` starts a new baseline after ``prev`` (fingerprints compared; the hash where a night has none)."""
+    """Whether ``night`` starts a new baseline after ``prev``: another profile, or fingerprints that differ.
+
+    Fingerprints are compared field by field (:func:`same_testbed`); by hash where a night has none.
+    """
     if prev is None:
         return False
+    if prev.get("profile") and night.get("profile") and prev["profile"] != night["profile"]:
+        return True  # the profile sizes the models: the same case id measures another model
     if isinstance(prev.get("fingerprint"), dict) and isinstance(night.get("fingerprint"), dict):
         return not same_testbed(prev["fingerprint"], night["fingerprint"], backend)
     return prev.get("fingerprint_hash") != night.get("fingerprint_hash")

@@ -51,17 +51,14 @@ def machine_line(doc: dict) -> str:
     )
 
 
-def machine_identity(doc: dict) -> tuple:
-    """What must match for two runs to be compared: GPU model, driver, CUDA, TF, CPU model."""
-    ab = doc.get("machine_info", {}).get("accelbench", {})
-    return (
-        tuple(sorted(g.get("name", "") for g in ab.get("gpus", []))),
-        ab.get("driver_version"),
-        ab.get("cuda_build"),
-        ab.get("tensorflow"),
-        ab.get("cpu", {}).get("model"),
-        ab.get("jax"),
-    )
+def identity_differences(doc: dict, base: dict) -> list[str]:
+    """What differs between two runs' machines and software (the history's fingerprint), and their profiles."""
+    a, b = storage.machine_fingerprint(doc), storage.machine_fingerprint(base)
+    out = [f"{k} {b.get(k)} -> {a.get(k)}" for k in a if a.get(k) != b.get(k)]
+    pa, pb = doc.get("run", {}).get("profile"), base.get("run", {}).get("profile")
+    if pa != pb:
+        out.append(f"profile {pb} -> {pa}")
+    return out
 
 
 def cluster_line(run: RunData) -> str | None:
@@ -566,14 +563,22 @@ def _data(run: RunData) -> Csv:
 
 def _baseline(run: RunData, base: dict, threshold: float) -> list:
     blocks: list = []
-    if machine_identity(run.doc) != machine_identity(base):
+    diff = identity_differences(run.doc, base)
+    if diff:
         blocks.append(
             Para(
-                "The two runs come from different machine identities (GPU model, driver, CUDA, TensorFlow or CPU "
-                f"differ): {machine_line(base)} vs {machine_line(run.doc)}.",
+                f"The two runs differ in {'; '.join(diff)}: {machine_line(base)} vs {machine_line(run.doc)}.",
                 cls="warn",
             )
         )
+    if not same_profile(run.doc, base):
+        return [
+            *blocks,
+            Para(
+                "Runs of different profiles measure different model sizes under the same case ids: not compared.",
+                cls="na",
+            ),
+        ]
     rows = [
         [
             cid,
@@ -589,8 +594,15 @@ def _baseline(run: RunData, base: dict, threshold: float) -> list:
     return [*blocks, Table(headers, rows)]
 
 
+def same_profile(doc: dict, base: dict) -> bool:
+    """The profile sizes the models: the smoke MLP at batch 64 is not the standard MLP at batch 64."""
+    return doc.get("run", {}).get("profile") == base.get("run", {}).get("profile")
+
+
 def changes(doc: dict, base: dict, threshold: float) -> list[tuple[str, stats.Change]]:
-    """Per case measured in both: the change of throughput against the baseline (rule 26)."""
+    """Per case measured in both runs of one profile: the change of throughput against the baseline (rule 26)."""
+    if not same_profile(doc, base):
+        return []
     new, old = analysis.load_run(doc), analysis.load_run(base)
     out = []
     for cid, s in new.samples.items():
