@@ -8,7 +8,7 @@ is used everywhere: pytest id, results key, CSV row, report label.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -156,7 +156,7 @@ class Case:
         return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d or f.name not in optional})
 
     @classmethod
-    def of(cls, row: Mapping[str, Any]) -> Case:
+    def of(cls, row: Any) -> Case:  # a Mapping, or a pandas Series (both have .get)
         """The case of a stored record: its ``extra_info``, a CSV/table row or a night's case line.
 
         Values may come as numpy or pandas scalars, and optional fields as missing or empty

@@ -10,14 +10,13 @@ import copy
 
 from bench import storage
 from bench.errors import UserError
-from bench.history.summarise import check_shards
 
 
 def merge(docs: list[tuple[str, dict]], run_id: str | None = None) -> dict:
-    """One document from shard documents; HistoryError (a UserError) naming the file that does not fit."""
+    """One document from shard documents; ResultsError (a UserError) naming the file that does not fit."""
     if not docs:
         raise UserError("nothing to merge")
-    check_shards(docs)
+    storage.check_shards(docs)
     first = docs[0][1]
     out = copy.deepcopy(first)
     out["benchmarks"], out["unmeasured"] = [], []

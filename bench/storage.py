@@ -316,6 +316,57 @@ def machine_fingerprint(doc: dict) -> dict:
     }
 
 
+def describe_fingerprint(fp: dict) -> str:
+    """One line: ``2x NVIDIA H100, driver 550, CUDA 12.3, TF 2.18, Intel Xeon``."""
+    names: dict[str, int] = {}
+    for g in fp.get("gpus") or []:
+        names[g] = names.get(g, 0) + 1
+    gpus = ", ".join(f"{n}x {k}" for k, n in names.items()) or "no GPU"
+    parts = [gpus]
+    for key, label in (
+        ("driver", "driver"),
+        ("cuda", "CUDA"),
+        ("cudnn", "cuDNN"),
+        ("tensorflow", "TF"),
+        ("keras", "Keras"),
+        ("jax", "JAX"),
+    ):
+        if fp.get(key):
+            parts.append(f"{label} {fp[key]}")
+    parts.append(str(fp.get("cpu") or "?"))
+    if fp.get("image_digest"):
+        parts.append(f"image {str(fp['image_digest'])[:19]}")
+    return ", ".join(parts)
+
+
+def commit_of(doc: dict) -> str | None:
+    """The commit a run measured: the CI's checkout, else pytest-benchmark's commit info."""
+    ci = doc.get("run", {}).get("ci") or {}
+    return ci.get("sha") or (doc.get("commit_info") or {}).get("id")
+
+
+def check_shards(docs: list[tuple[str, dict]]) -> None:
+    """Shards of one run or night: the same testbed fingerprint and commit, no case twice; else ResultsError."""
+    first_path, first = docs[0]
+    fp, commit = machine_fingerprint(first), commit_of(first)
+    seen: dict[str, str] = {}
+    for path, doc in docs:
+        if machine_fingerprint(doc) != fp:  # shards of one night: the same machine and software, every field
+            raise ResultsError(
+                f"{path}: another machine than {first_path} ({describe_fingerprint(machine_fingerprint(doc))} vs "
+                f"{describe_fingerprint(fp)}); shard only across identical testbeds"
+            )
+        if commit_of(doc) != commit:
+            raise ResultsError(f"{path}: commit {commit_of(doc)} differs from {first_path}'s {commit}")
+        for rec in records(doc):
+            cid = case_id_of(rec)
+            if cid in seen:
+                raise ResultsError(
+                    f"{path}: case {cid} is in two results files (also {seen[cid]}); shards must not overlap"
+                )
+            seen[cid] = path
+
+
 def round_times(record: dict) -> list[float]:
     """Per-round times (s) of a measured record (per-sample time x samples per round); [] otherwise."""
     stats = record.get("stats") or {}

@@ -29,7 +29,10 @@ class HistoryError(UserError):
 # new baseline for the JAX cases and leaves the TensorFlow cases' alone.
 COMMON_FINGERPRINT = ("gpus", "gpu_count", "driver", "cuda", "cudnn", "cpu", "image_digest")
 BACKEND_FINGERPRINT = {"tensorflow": ("tensorflow", "keras"), "jax": ("jax", "jaxlib", "jax_keras")}
+# read from the results documents (bench.storage), where merge reads them too
 fingerprint = storage.machine_fingerprint
+commit_of = storage.commit_of
+describe_fingerprint = storage.describe_fingerprint
 
 
 def same_testbed(a: dict, b: dict, backend: str | None = None) -> bool:
@@ -61,29 +64,6 @@ def new_segment(prev: dict | None, night: dict, backend: str | None = None) -> b
 def fingerprint_hash(fp: dict) -> str:
     """Short stable hash of a fingerprint (canonical JSON)."""
     return hashlib.sha256(json.dumps(fp, sort_keys=True).encode()).hexdigest()[:12]
-
-
-def describe_fingerprint(fp: dict) -> str:
-    """One line: ``2x NVIDIA H100, driver 550, CUDA 12.3, TF 2.18, Intel Xeon``."""
-    names: dict[str, int] = {}
-    for g in fp.get("gpus") or []:
-        names[g] = names.get(g, 0) + 1
-    gpus = ", ".join(f"{n}x {k}" for k, n in names.items()) or "no GPU"
-    parts = [gpus]
-    for key, label in (
-        ("driver", "driver"),
-        ("cuda", "CUDA"),
-        ("cudnn", "cuDNN"),
-        ("tensorflow", "TF"),
-        ("keras", "Keras"),
-        ("jax", "JAX"),
-    ):
-        if fp.get(key):
-            parts.append(f"{label} {fp[key]}")
-    parts.append(str(fp.get("cpu") or "?"))
-    if fp.get("image_digest"):
-        parts.append(f"image {str(fp['image_digest'])[:19]}")
-    return ", ".join(parts)
 
 
 def _slug(text: str) -> str:
@@ -201,29 +181,9 @@ def summarise(docs: list[tuple[str, dict]], testbed: str, report: str | None = N
     }
 
 
-def commit_of(doc: dict) -> str | None:
-    """The commit a run measured: the CI's checkout, else pytest-benchmark's commit info."""
-    ci = doc.get("run", {}).get("ci") or {}
-    return ci.get("sha") or (doc.get("commit_info") or {}).get("id")
-
-
 def check_shards(docs: list[tuple[str, dict]]) -> None:
-    """Shards of one run or night: the same testbed fingerprint and commit, no case twice; else HistoryError."""
-    first_path, first = docs[0]
-    fp, commit = fingerprint(first), commit_of(first)
-    seen: dict[str, str] = {}
-    for path, doc in docs:
-        if fingerprint(doc) != fp:  # shards of one night: the same machine and software, every field
-            raise HistoryError(
-                f"{path}: another machine than {first_path} ({describe_fingerprint(fingerprint(doc))} vs "
-                f"{describe_fingerprint(fp)}); shard only across identical testbeds"
-            )
-        if commit_of(doc) != commit:
-            raise HistoryError(f"{path}: commit {commit_of(doc)} differs from {first_path}'s {commit}")
-        for rec in storage.records(doc):
-            cid = storage.case_id_of(rec)
-            if cid in seen:
-                raise HistoryError(
-                    f"{path}: case {cid} is in two results files (also {seen[cid]}); shards must not overlap"
-                )
-            seen[cid] = path
+    """Shards of one night: :func:`bench.storage.check_shards`, failing as a HistoryError."""
+    try:
+        storage.check_shards(docs)
+    except storage.ResultsError as e:
+        raise HistoryError(str(e)) from None
