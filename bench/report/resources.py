@@ -1,0 +1,251 @@
+"""The report's resource sections: energy and power, memory, compute efficiency, cost, environment, data.
+
+Plain data (tables of cells, paragraphs, charts) for the templates, which escape every value.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pandas as pd
+
+from bench import storage
+from bench.cases import Case
+from bench.report import analysis, charts
+from bench.report import cost as costs
+from bench.report.analysis import RunData
+from bench.report.html import Cell, Csv, Para, Svg, Table, na, num
+from bench.report.numbers import human
+from bench.report.peaks import datasheet_tflops
+
+MAX_POWER_CHARTS = 16
+
+
+def _gpu_name(doc: dict) -> str | None:
+    gpus = doc.get("machine_info", {}).get("accelbench", {}).get("gpus", [])
+    return gpus[0].get("name") if gpus else None
+
+
+def energy(run: RunData) -> list:
+    """Energy per sample, power and clock events per case, per-node figures and power traces."""
+    t = run.table[run.table["status"] == "ok"]
+    rows: list[list] = []
+    for _, r in t.iterrows():
+        if r["energy_j"] is None or pd.isna(r["energy_j"]):
+            rows.append([r["case_id"], na(f"not measured ({r.get('gpu_telemetry') or 'no telemetry'})", colspan=7)])
+            continue
+        rows.append(
+            [
+                r["case_id"],
+                num(r["energy_j_per_sample"]),
+                num(r["samples_per_joule"]),
+                num(r["power_mean_w"], "{:.0f}"),
+                num(r["power_max_w"], "{:.0f}"),
+                num(r["energy_above_idle_j"], "{:.1f}"),
+                r["throttle_reasons"] or "none",
+                r.get("clock_events_info") or "none",
+            ]
+        )
+    headers = ["case", "J/sample", "samples/J", "mean W", "max W", "J above idle"]
+    headers += ["throttling (power, thermal, slowdown)", "other clock events (idle, app clocks, sync boost)"]
+    return [Table(headers, rows), *_per_node(run), *_power_charts(run)]
+
+
+def _per_node(run: RunData) -> list:
+    """A cluster run's figures node by node (all-gathered by the workers onto rank 0)."""
+    rows: list[list] = []
+    workers = (run.doc.get("run", {}).get("cluster") or {}).get("workers", [])
+    for rec in run.doc.get("benchmarks", []):
+        e = rec["extra_info"]
+        if not e.get("per_node_host_peak_rss_bytes"):
+            continue
+        for i, rss in enumerate(e["per_node_host_peak_rss_bytes"]):
+            rows.append(
+                [
+                    e["case_id"],
+                    f"rank {i}" + (f" ({workers[i]})" if i < len(workers) else ""),
+                    num((e.get("per_node_energy_j") or [None] * (i + 1))[i], "{:.1f}"),
+                    num((e.get("per_node_power_mean_w") or [None] * (i + 1))[i], "{:.0f}"),
+                    _mib((e.get("per_node_device_peak_mem_bytes") or [None] * (i + 1))[i], "{:.1f}"),
+                    _mib(rss, "{:.0f}"),
+                ]
+            )
+    if not rows:
+        return []
+    headers = ["case", "node", "energy J", "mean W", "device peak MiB", "host peak RSS MiB"]
+    return [Para("Per node (a cluster run: energy is the nodes' sum above)."), Table(headers, rows)]
+
+
+def _power_charts(run: RunData) -> list:
+    """Power over time per GPU for the headline cases first, at most MAX_POWER_CHARTS."""
+    recs = {
+        storage.case_id_of(r): r
+        for r in run.doc.get("benchmarks", [])
+        if (r["extra_info"].get("telemetry") or {}).get("gpus")
+    }
+    first = []
+    for h in analysis.headline(run):
+        first += [h["best_case"], h["gpu1_best"][0], h["multi_best"][0]]
+    order = list(dict.fromkeys([c for c in first if c in recs] + [c for c in run.table["case_id"] if c in recs]))
+    idle_all = run.doc["run"].get("idle_power_w") or {}
+    blocks: list = []
+    for cid in order[:MAX_POWER_CHARTS]:
+        gpus = recs[cid]["extra_info"]["telemetry"]["gpus"]
+        traces = {
+            g.get("pci_bus_id", "") or g.get("uuid", ""): [tuple(p) for p in g["power_trace"]]
+            for g in gpus
+            if len(g.get("power_trace") or []) >= 2
+        }
+        if not traces:
+            continue
+        idle = [idle_all.get(g.get("uuid")) for g in gpus]
+        known = [float(v) for v in idle if v is not None]
+        idle_w = sum(known) / len(known) if known and len(known) == len(idle) else None
+        blocks.append(Svg(charts.power_trace(traces, f"Power per GPU, {cid} ({gpus[0].get('name', '')})", idle_w)))
+    if len(order) > MAX_POWER_CHARTS:
+        blocks.append(
+            Para(f"Power traces of {len(order) - MAX_POWER_CHARTS} more GPU cases are in the results file.", cls="na")
+        )
+    return blocks
+
+
+def _mib(v: Any, fmt: str) -> Cell:
+    """Bytes as MiB; empty, never 0, where not measured."""
+    return num(v / 2**20 if v is not None and not pd.isna(v) and v else None, fmt)
+
+
+def memory(run: RunData) -> Table:
+    """Device and host memory peaks per case."""
+    t = run.table[run.table["status"] == "ok"]
+    rows = [
+        [
+            r["case_id"],
+            _mib(r["device_peak_mem_bytes"], "{:.1f}"),
+            _mib(r.get("device_peak_mem_compile_bytes"), "{:.1f}"),
+            _mib(r["host_peak_rss_bytes"], "{:.0f}"),
+            _mib(r["nvml_memory_used_bytes"], "{:.0f}"),
+        ]
+        for _, r in t.iterrows()
+    ]
+    headers = [
+        "case",
+        "device peak MiB, steady state (TF allocator; JAX: peak_bytes_in_use)",
+        "device peak MiB while compiling and warming up",
+        "host peak RSS MiB",
+        "NVML used MiB: TF's process pool (never released, so it carries over between cases of one worker)",
+    ]
+    return Table(headers, rows)
+
+
+def efficiency(run: RunData) -> Table:
+    """Achieved TFLOP/s against the measured matmul peak and the datasheet peak."""
+    t = run.table[run.table["status"] == "ok"]
+    gname = _gpu_name(run.doc)
+    rows = []
+    for _, r in t.iterrows():
+        ds = datasheet_tflops(gname, r["precision"]) if r["device_kind"] == "gpu" else None
+        n = Case.of(r).physical_devices  # every chip on every node (a cluster's throughput is global)
+        pct_ds = 100 * r["achieved_tflops"] / (ds * n) if ds and r["achieved_tflops"] else None
+        rows.append(
+            [
+                r["case_id"],
+                num(r["achieved_tflops"], "{:.3f}"),
+                num(r["peak_tflops_measured"], "{:.3f}"),
+                num(100 * r["mfu_measured"] if r["mfu_measured"] else None, "{:.1f}"),
+                num(pct_ds, "{:.1f}"),
+            ]
+        )
+    headers = ["case", "achieved TFLOP/s", "measured matmul peak TFLOP/s", "% of measured peak", "% of datasheet peak"]
+    return Table(headers, rows)
+
+
+def cost_rows(run: RunData, prices: costs.Prices) -> tuple[list[dict], dict[tuple[str, str], dict]]:
+    """Per measured case its cost per million samples; and the cheapest case per (workload, mode)."""
+    gname = _gpu_name(run.doc)
+    out = []
+    for _, r in run.table[run.table["status"] == "ok"].iterrows():
+        c = costs.per_million(
+            prices,
+            r["device_kind"],
+            Case.of(r).physical_devices,
+            bool(r["virtual"]),
+            r["samples_per_s"],
+            None if pd.isna(r["energy_j_per_sample"]) else r["energy_j_per_sample"],
+            gname if r["device_kind"] == "gpu" else None,
+        )
+        out.append({"case_id": r["case_id"], "workload": r["workload"], "mode": r["mode"], "cost": c, "row": r})
+    cheapest: dict[tuple[str, str], dict] = {}
+    for o in out:
+        if o["cost"] is None:
+            continue
+        k = (o["workload"], o["mode"])
+        if k not in cheapest or o["cost"].per_million < cheapest[k]["cost"].per_million:
+            cheapest[k] = o
+    return out, cheapest
+
+
+def cost(run: RunData, prices: costs.Prices) -> list:
+    """Cost per million samples per case and the cheapest per workload and mode."""
+    rows_, cheapest = cost_rows(run, prices)
+    cur = prices.currency
+    best_ids = {o["case_id"] for o in cheapest.values()}
+    rows = [
+        [
+            Cell(o["case_id"], badge="cheapest" if o["case_id"] in best_ids else None, badge_cls="green"),
+            num(o["row"]["samples_per_s"]),
+            num(o["row"]["energy_j_per_sample"]),
+            Cell(human(o["cost"].per_million), cls="num") if o["cost"] else na("no price for this device kind"),
+            "device-hours + energy"
+            if o["cost"] and o["cost"].energy_included
+            else "device-hours only (energy not measured)"
+            if o["cost"]
+            else "-",
+        ]
+        for o in rows_
+    ]
+    summary = "; ".join(
+        f"{w} {m}: {o['case_id']} at {human(o['cost'].per_million)} {cur}" for (w, m), o in cheapest.items()
+    )
+    return [
+        Para(f"Cheapest per sample: {summary or 'nothing could be priced'}."),
+        Table(["case", "samples/s", "J/sample", f"{cur} per million samples", "includes"], rows),
+    ]
+
+
+def environment(doc: dict) -> Table:
+    """Where and how the run was made: machine, software, command, run."""
+    mi = doc.get("machine_info", {})
+    ab = mi.get("accelbench", {})
+    run = doc.get("run", {})
+    ci = doc.get("commit_info", {})
+    gpus = "; ".join(f"{g.get('name')} {g.get('pci_bus_id')} {g.get('uuid')}" for g in ab.get("gpus", []))
+    rows = [
+        ["host", mi.get("node")],
+        ["CPU", f"{ab.get('cpu', {}).get('model')} flags: {', '.join(ab.get('cpu', {}).get('flags', []))}"],
+        ["GPUs", gpus or "none"],
+        ["GPU note", ab.get("no_gpu_reason") or "-"],
+        ["driver / CUDA driver", f"{ab.get('driver_version') or '-'} / {ab.get('cuda_driver_version') or '-'}"],
+        ["CUDA / cuDNN (TF build)", f"{ab.get('cuda_build') or '-'} / {ab.get('cudnn_build') or '-'}"],
+        ["TensorFlow / Keras", f"{ab.get('tensorflow') or '-'} / {ab.get('keras') or '-'}"],
+        [
+            "JAX / jaxlib / Keras",
+            f"{ab.get('jax')} / {ab.get('jaxlib')} / {ab.get('jax_keras')}" if ab.get("jax") else "-",
+        ],
+        ["JAX GPU note", ab.get("jax_no_gpu_reason") or "-"],
+        ["Python", mi.get("python_version")],
+        ["commit", f"{ci.get('id', '-')} {'(dirty)' if ci.get('dirty') else ''}"],
+        ["command", "accelbench " + " ".join(run.get("argv", []))],
+        ["profile", run.get("profile")],
+        ["run", f"{run.get('id')} {run.get('start')} -> {run.get('end')} ({run.get('status')})"],
+        ["testbed / runner", f"{run.get('testbed') or '-'} / {run.get('runner_name') or '-'}"],
+        ["cluster", ", ".join(str(w) for w in (run.get("cluster") or {}).get("workers", [])) or "-"],
+        ["RAPL", ab.get("rapl")],
+    ]
+    return Table(["setting", "value"], rows, label="environment")
+
+
+def data(run: RunData) -> Csv:
+    """The run's table as an embedded CSV download."""
+    csv = run.table.to_csv(index=False)
+    return Csv(f"{run.run_id}.csv", base64.b64encode(csv.encode()).decode(), csv, len(run.table))
