@@ -135,9 +135,13 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="exit 1 if any case regressed by more than PCT percent",
     )
+    from bench import merge
     from bench.history.commands import add_parsers
+    from bench.site.commands import add_parser as add_site
 
     add_parsers(sub, _positive_int)
+    add_site(sub, _positive_int)
+    merge.add_parser(sub)
     return p
 
 
@@ -354,10 +358,24 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_history(a: argparse.Namespace) -> int:
-    """``accelbench history ...``, ``site build``, ``merge``."""
+    """``accelbench history ...``."""
     from bench.history.commands import dispatch
 
     return dispatch(a)
+
+
+def cmd_site(a: argparse.Namespace) -> int:
+    """``accelbench site build``."""
+    from bench.site.commands import command
+
+    return command(a)
+
+
+def cmd_merge(a: argparse.Namespace) -> int:
+    """``accelbench merge``."""
+    from bench.merge import command
+
+    return command(a)
 
 
 COMMANDS = {
@@ -366,8 +384,8 @@ COMMANDS = {
     "export": cmd_export,
     "report": cmd_report,
     "history": cmd_history,
-    "site": cmd_history,
-    "merge": cmd_history,
+    "site": cmd_site,
+    "merge": cmd_merge,
 }
 
 

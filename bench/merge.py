@@ -6,10 +6,20 @@ the merged run is complete only if every shard is, and records which runs it was
 
 from __future__ import annotations
 
+import argparse
 import copy
+from pathlib import Path
 
 from bench import storage
 from bench.errors import UserError
+
+
+def add_parser(sub) -> None:
+    """Register ``merge`` on the main parser."""
+    m = sub.add_parser("merge", help="merge the shards of one run (run --shard i/n) into one results file")
+    m.add_argument("files", nargs="+", help="results JSON files of the shards")
+    m.add_argument("-o", "--output", required=True, help="merged results file (must not exist)")
+    m.add_argument("--run-id", help="id of the merged run (default: the first shard's id + '-merged')")
 
 
 def merge(docs: list[tuple[str, dict]], run_id: str | None = None) -> dict:
@@ -38,3 +48,18 @@ def merge(docs: list[tuple[str, dict]], run_id: str | None = None) -> dict:
     for rec in storage.records(out):
         rec["extra_info"]["run_id"] = out["run"]["id"]
     return out
+
+
+def command(a: argparse.Namespace) -> int:
+    """Merge shards into a new file (never over an existing one)."""
+    out = Path(a.output)
+    if a.run_id and not storage.RUN_ID_RE.match(a.run_id):
+        raise UserError(f"--run-id must be letters, digits, '.', '_' or '-'; got {a.run_id!r}")
+    if out.exists():
+        raise UserError(f"{out}: exists; merge writes a new file")
+    doc = merge(storage.load_all(a.files), a.run_id)
+    storage.write_atomic(out, doc)
+    print(
+        f"merged {len(a.files)} shards ({len(list(storage.records(doc)))} cases, run {doc['run']['status']}) -> {out}"
+    )
+    return 0

@@ -258,6 +258,11 @@ def write_atomic(path: str | Path, doc: dict) -> None:
     write_bytes_atomic(path, json.dumps(_clean(doc), indent=1, allow_nan=False).encode())
 
 
+def load_all(paths: list[str]) -> list[tuple[str, dict]]:
+    """(path, document) of each results file, in order; ResultsError on the first that cannot be used."""
+    return [(p, load(p)) for p in paths]
+
+
 def load(path: str | Path) -> dict:
     """Read and validate a results file; ResultsError (one line, names the file) if unusable."""
     path = Path(path)

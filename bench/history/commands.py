@@ -1,4 +1,4 @@
-"""``accelbench history add|check|annotate|simulate``, ``accelbench site build`` and ``accelbench merge``.
+"""``accelbench history add|check|annotate|simulate``.
 
 No TensorFlow is imported: these run on the hosted judge and publish jobs.
 """
@@ -8,13 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
+from bench import storage
 from bench.errors import UserError
 
 
 def add_parsers(sub, positive_int) -> None:
-    """Register the subcommands on the main parser."""
+    """Register ``history`` and its subcommands on the main parser."""
     h = sub.add_parser("history", help="the nightly history: add nights, judge them, annotate, simulate")
     hs = h.add_subparsers(dest="history_command", required=True, parser_class=type(h))
 
@@ -55,25 +55,6 @@ def add_parsers(sub, positive_int) -> None:
     s.add_argument("--delta", type=float, default=None, help="band floor, relative (default: the judge's)")
     s.add_argument("--confirm", type=positive_int, default=None, help="nights beyond the band to confirm")
 
-    site = sub.add_parser("site", help="the static site for stakeholders")
-    ss = site.add_subparsers(dest="site_command", required=True, parser_class=type(site))
-    b = ss.add_parser("build", help="build the site from a history store (readable without JavaScript, from file://)")
-    b.add_argument("--store", required=True, help="history folder")
-    b.add_argument("--out", required=True, help="output folder (replaced)")
-    b.add_argument("--keep-reports", type=positive_int, default=90, help="per-night reports kept per testbed")
-    b.add_argument("--prices", help="prices TOML (device-hour per kind, kWh) for cost per million samples")
-
-    m = sub.add_parser("merge", help="merge the shards of one run (run --shard i/n) into one results file")
-    m.add_argument("files", nargs="+", help="results JSON files of the shards")
-    m.add_argument("-o", "--output", required=True, help="merged results file (must not exist)")
-    m.add_argument("--run-id", help="id of the merged run (default: the first shard's id + '-merged')")
-
-
-def _load_all(files: list[str]) -> list[tuple[str, dict]]:
-    from bench import storage
-
-    return [(f, storage.load(f)) for f in files]
-
 
 def cmd_add(a: argparse.Namespace) -> int:
     """Validate everything first; then write, testbed by testbed."""
@@ -81,7 +62,7 @@ def cmd_add(a: argparse.Namespace) -> int:
     from bench.history.summarise import HistoryError, resolve_testbed, summarise
     from bench.merge import merge
 
-    docs = _load_all(a.files)
+    docs = storage.load_all(a.files)
     store = Store(a.store, create=True)
     by_tb: dict[str, list[tuple[str, dict]]] = {}
     for path, doc in docs:
@@ -168,39 +149,8 @@ def cmd_simulate(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_site(a: argparse.Namespace) -> int:
-    """Build the site."""
-    from bench.site.build import build
-
-    out = build(a.store, a.out, keep_reports=a.keep_reports, prices=a.prices)
-    print(f"site: {out / 'index.html'}")
-    return 0
-
-
-def cmd_merge(a: argparse.Namespace) -> int:
-    """Merge shards into a new file (never over an existing one)."""
-    from bench import storage
-    from bench.merge import merge
-
-    out = Path(a.output)
-    if a.run_id and not storage.RUN_ID_RE.match(a.run_id):
-        raise UserError(f"--run-id must be letters, digits, '.', '_' or '-'; got {a.run_id!r}")
-    if out.exists():
-        raise UserError(f"{out}: exists; merge writes a new file")
-    doc = merge(_load_all(a.files), a.run_id)
-    storage.write_atomic(out, doc)
-    print(
-        f"merged {len(a.files)} shards ({len(list(storage.records(doc)))} cases, run {doc['run']['status']}) -> {out}"
-    )
-    return 0
-
-
 def dispatch(a: argparse.Namespace) -> int:
-    """Route ``history``/``site``/``merge``."""
-    if a.command == "history":
-        return {"add": cmd_add, "check": cmd_check, "annotate": cmd_annotate, "simulate": cmd_simulate}[
-            a.history_command
-        ](a)
-    if a.command == "site":
-        return cmd_site(a)
-    return cmd_merge(a)
+    """Route ``history add|check|annotate|simulate``."""
+    return {"add": cmd_add, "check": cmd_check, "annotate": cmd_annotate, "simulate": cmd_simulate}[a.history_command](
+        a
+    )
