@@ -84,6 +84,9 @@ def test_history_csv_is_tidy_for_pandas(site):
     assert len(df) == 12 * 48 and set(df["testbed"]) == {"cpu-dev"}
     row = df[(df.case_id == "mlp-train-cpu-fp32-b64") & (df.night_id == "night0011-0")].iloc[0]
     assert row["state"] == "confirmed" and row["value"] > 0
+    for col in ("virtual", "xla", "busy"):
+        assert df[col].dtype == bool, col
+    assert set(df["backend"]) == {"tensorflow"} and not df.busy.any()
 
 
 def test_trends_have_a_panel_per_measured_case_with_band_and_markers(site):

@@ -88,6 +88,7 @@ def _r4(x: float) -> float:
 def _case_line(rec: dict) -> dict:
     e = rec["extra_info"]
     out: dict = {k: e.get(k) for k in CASE_FIELDS}
+    out.update({k: v for k, v in storage.COLUMN_DEFAULTS.items() if out.get(k) is None})  # older results
     out["status"] = e.get("status")
     if e.get("status") != "ok" or e.get("samples_per_s") is None:
         out["reason"] = str(e.get("reason") or "")[:300]

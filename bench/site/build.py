@@ -9,13 +9,10 @@ from ``file://``, air-gapped, without JavaScript. The output folder is rebuilt f
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 import shutil
 import tempfile
-from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -31,13 +28,10 @@ from bench.report import cost as costs
 from bench.report.html import Cell, Table, na, num, unique_svg_ids
 from bench.report.html import render as render_template
 from bench.report.numbers import human
-from bench.site import metrics, svg
+from bench.site import data, metrics, svg
 
 TREND_WINDOW = 90
 SPARK_NIGHTS = 30
-CSV_FIELDS = ["testbed", "night_id", "date_utc", "commit", "fingerprint_hash", "case_id", "workload", "mode"]
-CSV_FIELDS += ["device_kind", "device_count", "virtual", "precision", "xla", "per_replica_batch", "status", "state"]
-CSV_FIELDS += ["value", "ci_low", "ci_high", "cv", "energy_j_per_sample", "samples_per_joule", "reason"]
 
 
 def _slug(text: str) -> str:
@@ -395,27 +389,9 @@ class Site:
         )
 
     def history_csv(self) -> None:
-        """The tidy CSV and a JSON summary."""
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, CSV_FIELDS, extrasaction="ignore")
-        w.writeheader()
-        for v in self.verdicts:
-            states = {cid: {p.night_id: p.state for p in j.points} for cid, j in v.cases.items()}
-            for n in v.nights:
-                base = {k: n.get(k) for k in ("night_id", "date_utc", "commit", "fingerprint_hash")}
-                for cid, c in n["cases"].items():
-                    w.writerow(
-                        {**c, **base, "testbed": v.testbed, "case_id": cid, "state": states[cid].get(n["night_id"])}
-                    )
-        self.write("history.csv", buf.getvalue())
-        summary = {
-            "built": self.common["built"],
-            "testbeds": [
-                {"testbed": v.testbed, "nights": len(v.nights), "alerts": [asdict(a) for a in v.alerts]}
-                for v in self.verdicts
-            ],
-        }
-        self.write("index.json", json.dumps(summary, indent=1, default=str))
+        """The tidy CSV of every night and case, and a JSON summary."""
+        self.write("history.csv", data.history_csv(self.verdicts))
+        self.write("index.json", data.summary_json(self.verdicts, self.common["built"]))
 
     def build(self) -> None:
         """Every page."""
