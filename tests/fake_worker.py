@@ -1,7 +1,8 @@
 """Stands in for ``python -m bench.worker PLAN SPOOL`` in the runner tests (no TensorFlow).
 
 With 3 or more cases it finishes the first and then, "during" the second, dies by SIGKILL as an
-OOM-killed worker would (FAKE_WORKER=kill, the default) or hangs forever after a heartbeat, as a
+OOM-killed worker would (FAKE_WORKER=kill, the default; FAKE_WORKER=oom prints an allocator's out of
+memory first) or hangs forever after a heartbeat, as a
 worker stuck in an NCCL all-reduce would (FAKE_WORKER=hang); otherwise it finishes every case.
 FAKE_WORKER=fail:TEXT instead finishes every case, recording those whose id contains TEXT as
 failed (as a broken GPU path would be). FAKE_WORKER=fatal:TEXT stops at once with TEXT as the
@@ -36,6 +37,8 @@ for i, c in enumerate(plan["cases"]):
             while True:
                 time.sleep(60)
         print("allocating a lot ...", flush=True)
+        if mode == "oom":  # what the allocator prints before the process dies of it
+            print("2026-12-03 W external/xla: RESOURCE_EXHAUSTED: CUDA_ERROR_OUT_OF_MEMORY: out of memory", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     info = {
         **c,

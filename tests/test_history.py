@@ -422,3 +422,32 @@ def test_a_jax_upgrade_starts_a_new_baseline_for_jax_cases_not_an_alert(tmp_path
     assert not any(p.segment_start for p in tf.points) and tf.state == "ok"  # TensorFlow cases judged on
     assert summarise_mod.new_segment(nights[19], nights[20]) and not summarise_mod.new_segment(nights[4], nights[5])
     assert "JAX 0.6" in summarise_mod.describe_fingerprint(nights[20]["fingerprint"])
+
+
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["--cv", "0"], "--cv in (0, 0.5)"),
+        (["--cv", "0.6"], "--cv in (0, 0.5)"),
+        (["--step", "1.0"], "--step in [0, 1)"),
+        (["--nights", "10"], "--nights >= 20"),
+        (["--k", "-1"], "k"),
+        (["--confirm", "0"], "positive"),
+    ],
+)
+def test_history_simulate_refuses_bad_input_in_one_line(args, msg, capsys):
+    assert main(["history", "simulate", "--cases", "5", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("accelbench: error: ") and msg in err and err.count("\n") == 1, err
+
+
+def test_history_simulate_prints_the_experiment_for_the_rule_given(capsys):
+    assert (
+        main(["history", "simulate", "--cases", "20", "--nights", "30", "--cv", "0.01", "--step", "0.1", "--k", "3"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "20 series x 30 nights per row, seed 0; Rule(k=3.0, delta=0.03" in out
+    rows = [ln.split() for ln in out.splitlines() if ln.startswith("1%")]
+    assert len(rows) == 1 and rows[0][:2] == ["1%", "10%"]  # one cell: 1% noise, a planted 10% slowdown
+    assert rows[0][4] == "100%"  # a 10% step at 1% noise is always confirmed

@@ -71,6 +71,22 @@ def test_the_case_in_flight_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
     assert sorted(p.name for p in path.with_suffix(".logs").iterdir()) == ["cpu-1.log", "cpu-2.log"]
 
 
+def test_a_worker_dead_of_out_of_memory_is_recorded_oom_not_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_WORKER", "oom")
+    opts = RunOptions(
+        profile="smoke",
+        workloads=("mlp", "cnn"),
+        modes=("train",),
+        devices=("cpu",),
+        precisions=("fp32", "mixed_bfloat16"),
+    )
+    path = runner.Run(opts, machine(), tmp_path, ["run"]).execute()
+    status = {storage.case_id_of(r): r["extra_info"] for r in storage.records(storage.load(path))}
+    died = status["mlp-train-cpu-mixed_bfloat16-b64"]
+    assert died["status"] == "oom" and "CUDA_ERROR_OUT_OF_MEMORY: out of memory" in died["reason"]
+    assert status["mlp-train-cpu-fp32-b64"]["status"] == "ok" and status["cnn-train-cpu-fp32-b16"]["status"] == "ok"
+
+
 def test_resume_keeps_finished_cases_and_runs_the_missing(tmp_path, monkeypatch):
     path = runner.Run(OPTS, machine(), tmp_path, ["run"]).execute()
     doc = storage.load(path)
