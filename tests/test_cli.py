@@ -200,3 +200,24 @@ def test_the_readme_synopsis_lists_every_option_of_every_command():
         if not any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text) for o in opts):
             missing.append(f"accelbench {cmd} {opts[-1]}")
     assert missing == []
+
+
+def test_the_docs_state_the_rounds_and_the_check_paths_the_code_has():
+    from test_capability import machine
+
+    from bench import check
+    from bench.profiles import PROFILES
+
+    root = Path(__file__).parents[1]
+    readme, method = (root / "README.md").read_text(), (root / "docs" / "method.md").read_text()
+    lo = {t.min_rounds for t in PROFILES.values()}
+    aim = PROFILES["standard"].target_rounds
+    assert lo == {6} and PROFILES["smoke"].target_rounds == aim
+    rounds = f"at least 6 rounds, aiming at {aim} ({PROFILES['large'].target_rounds} in large)"
+    assert rounds in " ".join(readme.split()) and rounds in " ".join(method.split())
+    # devices --check: one GPU in each precision, XLA in the precisions the check has
+    paths = [c for _, c in check.paths(machine())]
+    gpu1 = [c for c in paths if c.device_kind == "gpu" and c.device_count == 1 and not c.virtual]
+    assert {c.precision for c in gpu1 if not c.xla} == {"fp32", "tf32", "mixed_float16", "mixed_bfloat16"}
+    xla = sorted({c.precision for c in gpu1 if c.xla})
+    assert f"one GPU in each precision, with XLA in {' and '.join(xla)}," in " ".join(readme.split())
