@@ -8,6 +8,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -93,15 +94,18 @@ class Machine:
         ccs = [tuple(g["compute_capability"]) for g in gpus[:count] if g.get("compute_capability")]
         return min(ccs) if ccs and len(ccs) == min(count, len(gpus)) else None  # type: ignore[return-value]
 
-    def jax_gpu_plan(self, kind: str, count: int) -> dict:
-        """The GPUs a JAX worker uses: the first ``count`` in PCI bus order.
+    def jax_gpu_plan(self, kind: str, count: int, env: Mapping[str, str] | None = None) -> dict:
+        """The GPUs a JAX worker uses: the first ``count`` the user's ``CUDA_VISIBLE_DEVICES`` allows.
 
-        That is JAX's order under CUDA_DEVICE_ORDER=PCI_BUS_ID; the worker names them to CUDA
-        by NVML UUID, so no ordinal can be misread.
+        Without the variable that is PCI bus order (JAX's order under CUDA_DEVICE_ORDER=PCI_BUS_ID);
+        with it, the GPUs it names (indices in bus order, UUIDs), in its order, as the JAX probe
+        saw them. MIG-enabled GPUs are skipped (their instances are not whole GPUs). The worker
+        names the GPUs to CUDA by NVML UUID, so no ordinal can be misread.
         """
         if kind != "gpu":
             return {"cuda_ordinals": [], "pci_bus_ids": [], "uuids": [], "memory_total_bytes": None}
-        used = sorted(self.nvml.gpus, key=lambda g: g.pci_bus_id)[:count]
+        visible = nvml.visible_gpus(sorted(self.nvml.gpus, key=lambda g: g.pci_bus_id), env)
+        used = [] if isinstance(visible, str) else [g for g in visible if not g.mig][:count]
         return {
             "cuda_ordinals": list(range(len(used))),
             "pci_bus_ids": [g.pci_bus_id for g in used],

@@ -1,5 +1,6 @@
 """The backend axis without importing JAX: planner rules, ids, worker environments, precision mapping, layouts."""
 
+import dataclasses
 import sys
 
 import pytest
@@ -118,6 +119,22 @@ def test_worker_environment_per_backend():
     assert gpu["CUDA_VISIBLE_DEVICES"] == "GPU-uuid-0,GPU-uuid-1"
     assert gpu["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false" and "JAX_NUM_CPU_DEVICES" not in gpu
     assert plan_["pci_bus_ids"] == ["0000:10:00.0", "0000:11:00.0"]
+
+
+def test_a_jax_worker_gets_only_the_gpus_cuda_visible_devices_allows():
+    """gpu-review-2 finding 2: with CUDA_VISIBLE_DEVICES=2,3 the gpu:2 worker was given GPUs 0 and 1."""
+    m = machine(jax_gpus=4)
+    for spec, want in (("2,3", ["GPU-uuid-2", "GPU-uuid-3"]), ("3,1", ["GPU-uuid-3", "GPU-uuid-1"])):
+        plan_ = m.jax_gpu_plan("gpu", 2, env={"CUDA_VISIBLE_DEVICES": spec})
+        env = backends.worker_env("jax", DeviceConfig("gpu", 2), plan_)
+        assert env["CUDA_VISIBLE_DEVICES"].split(",") == want  # the user's GPUs, in the user's order
+        assert plan_["pci_bus_ids"] == [f"0000:{0x10 + int(u[-1]):02x}:00.0" for u in want]
+    by_uuid = m.jax_gpu_plan("gpu", 1, env={"CUDA_VISIBLE_DEVICES": "GPU-uuid-2"})
+    assert by_uuid["uuids"] == ["GPU-uuid-2"]
+    # a MIG-enabled GPU is not a whole GPU for a worker
+    mig = machine(jax_gpus=3)
+    mig.nvml.gpus[0] = dataclasses.replace(mig.nvml.gpus[0], mig=True)
+    assert mig.jax_gpu_plan("gpu", 2, env={})["uuids"] == ["GPU-uuid-1", "GPU-uuid-2"]
 
 
 def test_precision_mapping():
