@@ -14,6 +14,7 @@ The parent never imports TensorFlow: the NVML window is sampled here while a chi
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import tempfile
@@ -88,11 +89,16 @@ def run_paths(machine: Machine, results_dir: Path, progress: Callable[..., Any] 
     return rows
 
 
+def load_env(uuid: str) -> dict[str, str]:
+    """The load child's environment: it sees only the GPU the window samples (named by UUID, bus order)."""
+    return {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": uuid}
+
+
 @contextlib.contextmanager
-def gpu_load(seconds: float) -> Iterator[None]:
-    """A child process running TensorFlow matmuls on GPU:0 while the window is open."""
+def gpu_load(seconds: float, uuid: str) -> Iterator[None]:
+    """A child process running TensorFlow matmuls on the GPU ``uuid`` (its only GPU:0) while the window is open."""
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([*LOAD, str(seconds + 30)], stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen([*LOAD, str(seconds + 30)], stdout=log, stderr=subprocess.STDOUT, env=load_env(uuid))
         try:
             time.sleep(min(15.0, seconds))  # TensorFlow starts and the clocks ramp up
             if proc.poll() is not None:
@@ -148,7 +154,10 @@ def check(machine: Machine, results_dir: Path, progress: Callable[..., Any] | No
         return rows
     buses = machine.gpu_plan("gpu", 1, False)["pci_bus_ids"]
     src = open_gpus_by_bus_id(buses) if buses else EmptyGPUs("TensorFlow reported no PCI bus id for GPU 0")
-    rows.append(nvml_row(src, lambda: gpu_load(WINDOW_S)))
+    # the load runs on the very GPU sampled (gpu-review-2 finding 7: it ran on CUDA's device 0,
+    # FASTEST_FIRST by default, while the window sampled the first GPU in bus order)
+    uuid = src.gpus[0].uuid if isinstance(src, NvidiaGPUs) and src.gpus else ""
+    rows.append(nvml_row(src, lambda: gpu_load(WINDOW_S, uuid)))
     return rows
 
 

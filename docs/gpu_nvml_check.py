@@ -52,9 +52,9 @@ except ImportError:
 
 
 @contextlib.contextmanager
-def load(seconds: float) -> Iterator[subprocess.Popen]:
-    """A child process keeping GPU 0 busy with matmuls; started, ramped up, killed after."""
-    proc = subprocess.Popen([sys.executable, "-c", LOAD, str(seconds + 60)])
+def load(seconds: float, uuid: str) -> Iterator[subprocess.Popen]:
+    """A child process keeping the GPU ``uuid`` (the one sampled) busy with matmuls; started, ramped up, killed after."""
+    proc = subprocess.Popen([sys.executable, "-c", LOAD, str(seconds + 60)], env=check.load_env(uuid))
     try:
         time.sleep(8.0)  # framework start-up and clock ramp
         if proc.poll() is not None:
@@ -107,7 +107,7 @@ def main() -> int:
     out["idle_1s_counter_w"] = _one_second_idle(g0)
     out["idle"] = {u: i.to_dict() for u, i in idle_power([g0]).items()}
     src = gpus.open_gpus_by_bus_id([g0.pci_bus_id])
-    with load(a.seconds + 10):
+    with load(a.seconds + 10, g0.uuid):
         out["counter_steps_under_load"] = counter_steps(src.handles[0]) if isinstance(src, gpus.NvidiaGPUs) else None
         m = check.sampled_window(src, a.seconds)  # as `accelbench devices --check` samples
     reading = m.gpus[0].to_dict() if m.gpus else None

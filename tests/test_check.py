@@ -2,6 +2,7 @@
 (discovery), the fake NVML, and a stand-in worker where a GPU would run the case."""
 
 import contextlib
+import json
 import sys
 from pathlib import Path
 
@@ -22,7 +23,8 @@ def two_gpu_box(monkeypatch, fake_nvml, clock):
     monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
     fake_nvml([FakeGPU(uuid=f"GPU-{i}", bus_id=f"00000000:{i:02X}:00.0", idle_w=60.0, load_w=400.0) for i in range(2)])
     m = machine(tf_gpus=[A100, A100], nvml_gpus=2)
-    monkeypatch.setattr(check, "gpu_load", lambda seconds: contextlib.nullcontext())
+    m.loaded = []  # the GPU each load ran on
+    monkeypatch.setattr(check, "gpu_load", lambda seconds, uuid: (m.loaded.append(uuid), contextlib.nullcontext())[1])
     monkeypatch.setattr(check, "nvml_row", _fake_clock_nvml_row(check.nvml_row, clock))
     monkeypatch.setattr(runner, "idle_power", lambda g: idle_power(g, clock=clock, sleep=clock.advance))
     return m
@@ -43,6 +45,19 @@ def test_every_path_of_a_two_gpu_machine_passes(two_gpu_box, tmp_path, monkeypat
         assert rows[path].result == "pass"
     nv = rows["NVML 10 s window under load"]
     assert nv.detail.startswith("counter 4000.0 J vs integrated instant power 4000.0 J (+0.0%) over 10.0 s")
+    assert two_gpu_box.loaded == ["GPU-0"]  # the load runs on the GPU the window samples (TF GPU 0, bus 00)
+
+
+def test_the_load_child_sees_only_the_sampled_gpu(tmp_path, monkeypatch):
+    """gpu-review-2 finding 7: the load ran on CUDA's device 0 (FASTEST_FIRST) whatever was sampled."""
+    seen = tmp_path / "env.json"
+    probe = f"import json, os, time; json.dump(dict(os.environ), open({str(seen)!r}, 'w')); time.sleep(30)"
+    monkeypatch.setattr(check, "LOAD", [sys.executable, "-c", probe])
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")  # the user's, replaced for the load
+    with check.gpu_load(0.5, "GPU-abc"):
+        pass
+    env = json.loads(seen.read_text())
+    assert env["CUDA_VISIBLE_DEVICES"] == "GPU-abc" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
 
 
 def test_a_broken_gpu_path_fails_the_check_and_is_named(two_gpu_box, tmp_path, monkeypatch, capsys):
