@@ -14,7 +14,6 @@ The parent never imports TensorFlow: the NVML window is sampled here while a chi
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 import sys
 import tempfile
@@ -27,13 +26,13 @@ from typing import Any
 from bench import planning, runner, storage
 from bench.cases import PRECISIONS, Case
 from bench.devices import Machine
-from bench.telemetry import HostMonitor, Measurement, Window, energy_check
+from bench.telemetry import energy_check
+from bench.telemetry.energy_check import AGREEMENT, load_env, sampled_window
 from bench.telemetry.gpus import EmptyGPUs, NvidiaGPUs, open_gpus_by_bus_id
 
 BATCH = 64  # the smoke MLP's batch
 LOAD = [sys.executable, "-m", "bench.check"]  # + SECONDS: a TensorFlow matmul load on GPU:0
 WINDOW_S = 10.0
-AGREEMENT = 0.2  # counter vs integrated instant power may differ by this fraction
 
 
 @dataclass(frozen=True)
@@ -89,11 +88,6 @@ def run_paths(machine: Machine, results_dir: Path, progress: Callable[..., Any] 
     return rows
 
 
-def load_env(uuid: str) -> dict[str, str]:
-    """The load child's environment: it sees only the GPU the window samples (named by UUID, bus order)."""
-    return {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": uuid}
-
-
 @contextlib.contextmanager
 def gpu_load(seconds: float, uuid: str) -> Iterator[None]:
     """A child process running TensorFlow matmuls on the GPU ``uuid`` (its only GPU:0) while the window is open."""
@@ -109,21 +103,6 @@ def gpu_load(seconds: float, uuid: str) -> Iterator[None]:
         finally:
             proc.kill()
             proc.wait()
-
-
-def sampled_window(
-    source: NvidiaGPUs,
-    seconds: float,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-) -> Measurement:
-    """One window of ``seconds`` over ``source``, sampled at 10 Hz (NVML's update rate) from here."""
-    w = Window(source, HostMonitor(), clock=clock, threaded=False)
-    w.begin()
-    for _ in range(round(seconds / 0.1)):
-        sleep(0.1)
-        w.sample_now()
-    return w.end()
 
 
 def nvml_row(

@@ -3,6 +3,7 @@
 
 import contextlib
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -83,3 +84,26 @@ def test_counter_and_integrated_power_that_disagree_fail_the_nvml_row(monkeypatc
 def test_nvml_row_without_gpu_telemetry_is_not_available():
     row = check.nvml_row(gpus.EmptyGPUs("NVML library not found"), contextlib.nullcontext)
     assert (row.result, row.detail) == ("not available", "NVML library not found")
+
+
+def test_the_nvml_check_script_runs_where_only_nvidia_ml_py_is_installed(tmp_path):
+    """gpu-review-2 finding 11: docs/gpu_nvml_check.py failed to import without psutil."""
+    script = Path(__file__).parents[1] / "docs" / "gpu_nvml_check.py"
+    out = tmp_path / "out.json"
+    code = (
+        "import importlib.abc, runpy, sys\n"
+        "class NoPsutil(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'psutil' or name.startswith('psutil.'):\n"
+        "            raise ModuleNotFoundError('psutil hidden')\n"
+        "sys.meta_path.insert(0, NoPsutil())\n"
+        f"sys.argv = ['gpu_nvml_check.py', {str(out)!r}]\n"
+        f"runpy.run_path({str(script)!r}, run_name='__main__')\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "psutil" not in r.stderr, r.stderr[-2000:]
+    found = json.loads(out.read_text())["discovery"]
+    if found["reason"] or not found["gpus"]:  # this machine: no GPU, said so, exit 1
+        assert r.returncode == 1 and "no GPU to check" in r.stdout
+    else:
+        assert r.returncode == 0, r.stderr[-2000:]

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from bench.telemetry.base import GPUReading
+from bench.telemetry.base import GPUReading, Measurement
+
+AGREEMENT = 0.2  # counter vs integrated instant power may differ by this fraction
 
 
 def trapezoid(points: Sequence[Sequence[float]]) -> float:
@@ -62,3 +67,31 @@ def agreement(readings: Sequence[GPUReading]) -> Agreement:
         samples=min(r.samples for r in readings),
         detail=detail,
     )
+
+
+def load_env(uuid: str) -> dict[str, str]:
+    """The load child's environment: it sees only the GPU the window samples (named by UUID, bus order)."""
+    return {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": uuid}
+
+
+def sampled_window(
+    source: Any,
+    seconds: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    host: Any = None,
+) -> Measurement:
+    """One window of ``seconds`` over ``source`` (NvidiaGPUs), sampled at 10 Hz (NVML's update rate) from here.
+
+    ``host``: the host source (default :class:`HostMonitor`, which needs psutil; a GPU box with
+    only nvidia-ml-py passes a stand-in).
+    """
+    from bench.telemetry.host import HostMonitor
+    from bench.telemetry.window import Window
+
+    w = Window(source, host if host is not None else HostMonitor(), clock=clock, threaded=False)
+    w.begin()
+    for _ in range(round(seconds / 0.1)):
+        sleep(0.1)
+        w.sample_now()
+    return w.end()

@@ -6,7 +6,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-import psutil
+try:
+    import psutil
+except ImportError:  # a GPU box with only nvidia-ml-py (docs/gpu_nvml_check.py): RAPL works, HostMonitor does not
+    psutil = None  # type: ignore[assignment]
 
 from bench.telemetry.base import HostReading
 
@@ -98,6 +101,8 @@ class HostMonitor:
     """Window source for the host: peak RSS (VmHWM reset at begin), CPU utilisation, RAPL."""
 
     def __init__(self, powercap_root: str | Path = "/sys/class/powercap", proc_self: str | Path = "/proc/self"):
+        if psutil is None:
+            raise ImportError("the host monitor needs psutil (pip install psutil)")
         self.proc = psutil.Process(os.getpid())
         self.proc_self = Path(proc_self)
         self.rapl = Rapl(powercap_root)
