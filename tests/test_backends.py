@@ -137,6 +137,21 @@ def test_a_jax_worker_gets_only_the_gpus_cuda_visible_devices_allows():
     assert mig.jax_gpu_plan("gpu", 2, env={})["uuids"] == ["GPU-uuid-1", "GPU-uuid-2"]
 
 
+def test_jax_gpu_workers_may_pool_most_of_the_gpu_unless_the_user_says_otherwise():
+    """gpu-review-2 finding 4: without preallocation XLA still caps its pool at 75% of the GPU."""
+    plan_ = machine(jax_gpus=1).jax_gpu_plan("gpu", 1, env={})
+    env = backends.worker_env("jax", DeviceConfig("gpu", 1), plan_, user_env={})
+    assert env["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.95" and env["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    assert "XLA_CLIENT_MEM_FRACTION" not in env  # never both spellings
+    for var in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"):  # the user's own, either spelling
+        env = backends.worker_env("jax", DeviceConfig("gpu", 1), plan_, user_env={var: "0.5"})
+        assert "XLA_CLIENT_MEM_FRACTION" not in env and "XLA_PYTHON_CLIENT_MEM_FRACTION" not in env
+    assert "XLA_CLIENT_MEM_FRACTION" not in backends.worker_env("jax", DeviceConfig("cpu"), user_env={})
+    assert "XLA_CLIENT_MEM_FRACTION" not in backends.worker_env(
+        "tensorflow", DeviceConfig("gpu", 1), plan_, user_env={}
+    )
+
+
 def test_precision_mapping():
     assert [backends.keras_policy(p) for p in ("fp32", "tf32", "mixed_bfloat16")] == [
         "float32",

@@ -9,6 +9,7 @@ imports one backend module: :mod:`bench.backends.tf_backend` (TensorFlow, ``tf.d
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Mapping
 
 from bench.cases import BACKENDS, DeviceConfig
@@ -55,14 +56,23 @@ def resolve(choice: str) -> tuple[str, ...]:
     return (choice,)
 
 
-def worker_env(backend: str, device: DeviceConfig, gpu_plan: Mapping | None = None) -> dict[str, str]:
+JAX_MEM_FRACTION = "0.95"  # of each GPU's memory a JAX worker may pool (XLA's default cap is 0.75)
+MEM_FRACTION_VARS = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")  # jaxlib refuses both set
+
+
+def worker_env(
+    backend: str, device: DeviceConfig, gpu_plan: Mapping | None = None, user_env: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Environment variables a worker of ``backend`` on ``device`` starts with (set before any import).
 
     Keras picks its backend at import from KERAS_BACKEND, so it is always set (a user's
     ``KERAS_BACKEND=jax`` must not turn a TensorFlow worker into a JAX one). JAX workers: CPU
     cases see only the CPU platform (a GPU box does not initialise CUDA for them) with exactly
     ``count`` CPU devices (virtual ones for ``cpuN-virtual``); GPU cases see exactly their GPUs,
-    named by NVML UUID, and allocate on demand, so NVML's memory figure is not JAX's 75% pool.
+    named by NVML UUID, and allocate on demand. Without preallocation XLA still caps its pool at
+    75% of the GPU (gpu-review-2 finding 4), where TensorFlow grows into nearly all of it: JAX
+    workers get a memory fraction of 0.95 unless ``user_env`` (default: this process's) sets
+    either spelling of it, which is left alone (jaxlib refuses both).
     """
     env = {"KERAS_BACKEND": backend, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     if backend != "jax":
@@ -72,6 +82,9 @@ def worker_env(backend: str, device: DeviceConfig, gpu_plan: Mapping | None = No
         env.update(JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES=str(device.count))
     else:
         env["JAX_PLATFORMS"] = "cuda,cpu"  # cpu stays for host-side arrays
+        if not any(v in (os.environ if user_env is None else user_env) for v in MEM_FRACTION_VARS):
+            # the older spelling: every jaxlib from our lower bound on reads it (newer ones read both)
+            env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = JAX_MEM_FRACTION
         uuids = list((gpu_plan or {}).get("uuids") or [])
         if uuids:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids[: device.count])
