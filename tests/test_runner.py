@@ -1,5 +1,6 @@
 """The parent's side of a run with a stand-in worker: crash recovery, atomic results, resume."""
 
+import dataclasses
 import json
 import sys
 import time
@@ -27,6 +28,11 @@ OPTS = RunOptions(
     virtual_devices=2,
 )
 
+# two workloads on one CPU worker: the stand-in worker dies or hangs during the second case
+TWO_WORKLOADS = RunOptions(
+    profile="smoke", workloads=("mlp", "cnn"), modes=("train",), devices=("cpu",), precisions=("fp32", "mixed_bfloat16")
+)
+
 
 def test_each_device_configuration_runs_in_a_worker_and_every_case_is_recorded(tmp_path, monkeypatch):
     # (a worker killed mid case: test_the_case_in_flight_is_recorded_and_the_rest_run)
@@ -45,13 +51,7 @@ def test_each_device_configuration_runs_in_a_worker_and_every_case_is_recorded(t
 
 
 def test_the_case_in_flight_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
-    opts = RunOptions(
-        profile="smoke",
-        workloads=("mlp", "cnn"),
-        modes=("train",),
-        devices=("cpu",),
-        precisions=("fp32", "mixed_bfloat16"),
-    )
+    opts = TWO_WORKLOADS
     path = runner.Run(opts, machine(), tmp_path, ["run"]).execute()
     doc = storage.load(path)
     status = {storage.case_id_of(r): r["extra_info"] for r in storage.records(doc)}
@@ -73,13 +73,7 @@ def test_the_case_in_flight_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
 
 def test_a_worker_dead_of_out_of_memory_is_recorded_oom_not_error(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_WORKER", "oom")
-    opts = RunOptions(
-        profile="smoke",
-        workloads=("mlp", "cnn"),
-        modes=("train",),
-        devices=("cpu",),
-        precisions=("fp32", "mixed_bfloat16"),
-    )
+    opts = TWO_WORKLOADS
     path = runner.Run(opts, machine(), tmp_path, ["run"]).execute()
     status = {storage.case_id_of(r): r["extra_info"] for r in storage.records(storage.load(path))}
     died = status["mlp-train-cpu-mixed_bfloat16-b64"]
@@ -100,14 +94,7 @@ def test_resume_keeps_finished_cases_and_runs_the_missing(tmp_path, monkeypatch)
 
 def test_a_hung_worker_costs_one_timeout_case_not_the_run(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_WORKER", "hang")
-    opts = RunOptions(
-        profile="smoke",
-        workloads=("mlp", "cnn"),
-        modes=("train",),
-        devices=("cpu",),
-        precisions=("fp32", "mixed_bfloat16"),
-        stall_timeout_s=2.0,
-    )
+    opts = dataclasses.replace(TWO_WORKLOADS, stall_timeout_s=2.0)
     t0 = time.monotonic()
     path = runner.Run(opts, machine(), tmp_path, ["run"]).execute()
     assert time.monotonic() - t0 < 30
