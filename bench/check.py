@@ -72,7 +72,7 @@ def run_paths(machine: Machine, results_dir: Path, progress: Callable[..., Any] 
     """Run every supported path through the runner and its workers; one Row per path."""
     named = paths(machine)
     opts = planning.RunOptions(profile="smoke", workloads=("mlp",), modes=("train",), devices=("cpu",))
-    run = runner.Run(opts, machine, results_dir, ["devices", "--check"], progress=progress)
+    run = runner.Run.new(opts, machine, results_dir, ["devices", "--check"], progress=progress)
     run.plan = [(c, planning.support(c, machine)) for _, c in named]
     recs = {storage.case_id_of(r): r["extra_info"] for r in storage.records(storage.load(run.execute()))}
     rows = []

@@ -230,16 +230,10 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     machine = devices.discover(backends=backends.resolve(stored.get("backend", opts.backend)))
 
-    run = Run(
-        opts,
-        machine,
-        a.results_dir,
-        sys.argv[1:],
-        resume=a.resume,
-        progress=_progress,
-        cluster=cluster,
-        run_id=None if a.resume else a.run_id,
-    )
+    if a.resume:
+        run = Run.resume(a.resume, opts, machine, a.results_dir, sys.argv[1:], progress=_progress, cluster=cluster)
+    else:
+        run = Run.new(opts, machine, a.results_dir, sys.argv[1:], progress=_progress, cluster=cluster, run_id=a.run_id)
     print(
         f"accelbench run {run.run_id}: {len(run.plan)} cases "
         f"({sum(1 for _, s in run.plan if not s.supported)} unsupported), results -> {run.path}",

@@ -8,10 +8,9 @@ names as strings (``n10`` before ``n9``: ranks mapped to the wrong hosts) and as
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -163,15 +162,3 @@ def run_id(given: str | None, cluster: Cluster, env: Mapping[str, str], now: dat
     if env.get("ACCELBENCH_RUN_ID"):
         return env["ACCELBENCH_RUN_ID"]
     raise UserError("a cluster run needs the same run id on every node: pass --run-id ID (or set ACCELBENCH_RUN_ID)")
-
-
-def plan_fingerprint(plan: dict, versions: Sequence[str] = ()) -> int:
-    """52 bits (exact as a float64) of what every node must agree on: cases, profile, timing, device, versions."""
-    key = {
-        "cases": [c["case_id"] for c in plan["cases"]],
-        "profile": plan.get("profile"),
-        "timing": plan.get("timing"),
-        "device": plan.get("device"),
-        "versions": list(versions),
-    }
-    return int(hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:13], 16)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
+
+from bench.protocol import WorkerPlan
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -14,18 +14,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--accelbench-spool", help="file the case records are appended to (JSON lines)")
 
 
-def _plan(config: pytest.Config) -> dict:
+def _plan(config: pytest.Config) -> WorkerPlan:
     path = config.getoption("accelbench_plan")
     if not path:
         raise pytest.UsageError("bench/suite.py needs --accelbench-plan PLAN.json (accelbench run writes one)")
-    with open(path) as f:
-        return json.load(f)
+    return WorkerPlan.read(path)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """One test per case id, the id being the case id."""
     if "case_id" in metafunc.fixturenames:
-        ids = [c["case_id"] for c in _plan(metafunc.config)["cases"]]
+        ids = _plan(metafunc.config).ids
         metafunc.parametrize("case_id", ids, ids=ids)
 
 

@@ -11,7 +11,6 @@ name its phase) within the profile's bound is killed and its case recorded as ``
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import subprocess
@@ -24,12 +23,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench import __version__, backends, records, storage
+from bench import __version__, backends, protocol, records, storage
 from bench.cases import Case, DeviceConfig
 from bench.cluster import Cluster
 from bench.devices import Machine
 from bench.errors import UserError
 from bench.planning import RunOptions, plan
+from bench.protocol import WorkerPlan
 from bench.telemetry import gpus as nvml
 from bench.telemetry.idle import idle_power
 from workloads import WORKLOADS
@@ -125,59 +125,88 @@ def _info_for(case: Case, run_id: str, profile: str) -> dict:
 
 
 class Run:
-    """One run (new or resumed) writing one results file."""
+    """One run writing one results file: :meth:`new` starts one, :meth:`resume` continues a stored one."""
 
     def __init__(
         self,
         opts: RunOptions,
         machine: Machine,
-        results_dir: str | Path,
-        argv: list[str],
-        resume: str | None = None,
+        path: Path,
+        doc: dict,
         progress: Callable[..., Any] | None = None,
         cluster: Cluster | None = None,
-        run_id: str | None = None,
     ):
-        self.opts, self.machine, self.argv = opts, machine, argv
+        self.opts, self.machine, self.path, self.doc = opts, machine, path, doc
+        self.run_id: str = doc["run"]["id"]
         self.cluster = cluster
         # in a cluster only rank 0 owns the results file and the report; other ranks keep logs
         self.owner = cluster is None or cluster.rank == 0
-        if resume and self.owner:
-            self.path = results_path(results_dir, resume)
-            self.doc = storage.load(self.path)
-            self.opts = RunOptions.from_dict(self.doc["run"]["options"])
-            self.run_id = resume
-            if cluster and self.opts != opts:
-                # the other nodes have no results file: they plan from the command line, so it
-                # must be the first attempt's
-                raise UserError(f"--resume {resume} --cluster: give the same options as the first attempt of the run")
-        else:
-            run_id = run_id or resume
-            self.run_id = run_id or new_run_id()
-            self.path = results_path(results_dir, self.run_id)
-            if run_id and self.owner and self.path.exists():
-                raise UserError(f"{self.path} exists: pick another --run-id, or --resume {run_id}")
-            self.doc = storage.new_document(
-                run={
-                    "id": self.run_id,
-                    "profile": opts.profile,
-                    "argv": argv,
-                    "start": _now(),
-                    "end": None,
-                    "status": "running",
-                    "options": opts.to_dict(),
-                    "planned": [],
-                    "shard": opts.shard or None,
-                    "cluster": cluster.to_dict() if cluster else None,
-                    **ci_context(),
-                },
-                machine_info=machine_info(machine),
-                commit_info=commit_info(),
-                datetime_iso=_now(),
-                version=__version__,
-            )
         self.plan = plan(self.opts, machine)
         self.progress = progress
+
+    @classmethod
+    def new(
+        cls,
+        opts: RunOptions,
+        machine: Machine,
+        results_dir: str | Path,
+        argv: list[str],
+        *,
+        progress: Callable[..., Any] | None = None,
+        cluster: Cluster | None = None,
+        run_id: str | None = None,
+    ) -> Run:
+        """A new results document (written on the first save); a given ``run_id`` must be unused."""
+        rid = run_id or new_run_id()
+        path = results_path(results_dir, rid)
+        if run_id and (cluster is None or cluster.rank == 0) and path.exists():
+            raise UserError(f"{path} exists: pick another --run-id, or --resume {run_id}")
+        doc = storage.new_document(
+            run={
+                "id": rid,
+                "profile": opts.profile,
+                "argv": argv,
+                "start": _now(),
+                "end": None,
+                "status": "running",
+                "options": opts.to_dict(),
+                "planned": [],
+                "shard": opts.shard or None,
+                "cluster": cluster.to_dict() if cluster else None,
+                **ci_context(),
+            },
+            machine_info=machine_info(machine),
+            commit_info=commit_info(),
+            datetime_iso=_now(),
+            version=__version__,
+        )
+        return cls(opts, machine, path, doc, progress, cluster)
+
+    @classmethod
+    def resume(
+        cls,
+        run_id: str,
+        opts: RunOptions,
+        machine: Machine,
+        results_dir: str | Path,
+        argv: list[str],
+        *,
+        progress: Callable[..., Any] | None = None,
+        cluster: Cluster | None = None,
+    ) -> Run:
+        """The stored run ``run_id``, planned with its stored options, to run its missing cases.
+
+        In a cluster only rank 0 has the file; the other ranks plan from ``opts`` (the command line),
+        so rank 0 checks that they are the stored ones.
+        """
+        if cluster is not None and cluster.rank > 0:
+            return cls.new(opts, machine, results_dir, argv, progress=progress, cluster=cluster, run_id=run_id)
+        path = results_path(results_dir, run_id)
+        doc = storage.load(path)
+        stored = RunOptions.from_dict(doc["run"]["options"])
+        if cluster and stored != opts:
+            raise UserError(f"--resume {run_id} --cluster: give the same options as the first attempt of the run")
+        return cls(stored, machine, path, doc, progress, cluster)
 
     def _save(self) -> None:
         if self.owner:
@@ -248,27 +277,28 @@ class Run:
         self.doc["run"]["idle_power_w"] = {u: i.power_w for u, i in idle.items()}
         return self.doc["run"]["idle_power_w"]
 
-    def _plan_for(self, key: GroupKey, cases: list[Case], idle: dict) -> dict:
+    def _plan_for(self, key: GroupKey, cases: list[Case], idle: dict, skip: Collection[str]) -> WorkerPlan:
         device, backend = key[0], key[3]
         gpu = (
             self.machine.jax_gpu_plan(device.kind, device.count)
             if backend == "jax"
             else self.machine.gpu_plan(device.kind, device.count, device.virtual)
         )
-        return {
-            "run_id": self.run_id,
-            "profile": self.opts.profile,
-            "backend": backend,
-            "device": {"kind": device.kind, "count": device.count, "virtual": device.virtual},
-            "gpu": gpu,
-            "timing": self.opts.timing.to_dict(),
-            "cases": [{"case_id": c.id, **c.to_dict()} for c in cases],
-            "idle_power_w": idle,
-            "sampler_interval_s": self.opts.sampler_interval_s,
-            "sampler": self.opts.sampler,
-            "nvml_status": self.machine.nvml.reason or "ok",
-            "cluster": self.cluster.to_dict() if self.cluster else None,
-        }
+        return WorkerPlan(
+            run_id=self.run_id,
+            profile=self.opts.profile,
+            backend=backend,
+            device=device,
+            timing=self.opts.timing,
+            cases=tuple(cases),
+            gpu=gpu,
+            idle_power_w=idle,
+            sampler_interval_s=self.opts.sampler_interval_s,
+            sampler=self.opts.sampler,
+            nvml_status=self.machine.nvml.reason or "ok",
+            cluster=self.cluster.to_dict() if self.cluster else None,
+            skip=tuple(sorted(skip)),
+        )
 
     def _run_group(self, key: GroupKey, cases: list[Case], idle: dict, bar, skip: Collection[str] = ()) -> None:
         remaining = [c for c in cases if c.id not in skip]
@@ -279,13 +309,12 @@ class Run:
             attempt += 1
             with tempfile.TemporaryDirectory() as d:
                 plan_path, spool = Path(d) / "plan.json", Path(d) / "spool.jsonl"
-                plan = self._plan_for(key, cases if self.cluster else remaining, idle)
-                plan["skip"] = sorted(skip)
-                plan_path.write_text(json.dumps(plan))
+                plan = self._plan_for(key, cases if self.cluster else remaining, idle, skip)
+                plan.write(plan_path)
                 log = logdir / f"{group_label(key)}-{attempt}.log"
                 if self.cluster and self.cluster.rank > 0:
                     log = logdir / f"rank{self.cluster.rank}.log"
-                env = backends.worker_env(key[3], key[0], plan["gpu"])
+                env = backends.worker_env(key[3], key[0], plan.gpu)
                 end = self._watch_worker(plan_path, spool, log, remaining, bar, env)
             if end.fatal:
                 raise UserError(end.fatal)
@@ -377,34 +406,24 @@ class Run:
                 raise
 
     def _merge(self, spool: Path, offset: int, remaining: list[Case], bar, end: WorkerEnd) -> int:
-        if not spool.exists():
-            return offset
-        with open(spool) as f:
-            f.seek(offset)
-            data = f.read()
-        lines = data.split("\n")
-        complete, rest = lines[:-1], lines[-1]
-        for line in complete:
-            rec = json.loads(line)
-            if "fatal" in rec:
-                end.fatal = str(rec["fatal"])
-                continue
-            if "skipped" in rec:  # measured in an earlier attempt (cluster resume)
-                remaining[:] = [c for c in remaining if c.id != rec["skipped"]]
-                continue
-            if "heartbeat" in rec:
-                end.case_id, end.phase = rec["heartbeat"].get("case_id"), rec["heartbeat"].get("phase")
+        messages, offset = protocol.read_new(spool, offset)
+        for msg in messages:
+            if isinstance(msg, protocol.Fatal):
+                end.fatal = msg.message
+            elif isinstance(msg, protocol.Skipped):  # measured in an earlier attempt (cluster resume)
+                remaining[:] = [c for c in remaining if c.id != msg.case_id]
+            elif isinstance(msg, protocol.Heartbeat):
+                end.case_id, end.phase = msg.case_id, msg.phase
                 if bar is not None:
                     bar.set_postfix_str(f"{end.case_id or 'worker'}: {end.phase}", refresh=True)
-                continue
-            storage.add_record(self.doc, rec)
-            cid = storage.case_id_of(rec)
-            remaining[:] = [c for c in remaining if c.id != cid]
-            self._save()
-            if bar is not None:
-                bar.set_postfix_str(f"{cid}: {rec['extra_info']['status']}", refresh=False)
-                bar.update(1)
-        return offset + len(data) - len(rest)
+            else:
+                storage.add_record(self.doc, dict(msg.record))
+                remaining[:] = [c for c in remaining if c.id != msg.case_id]
+                self._save()
+                if bar is not None:
+                    bar.set_postfix_str(f"{msg.case_id}: {msg.status}", refresh=False)
+                    bar.update(1)
+        return offset
 
 
 NCCL_HINT = " On PCIe workstations NCCL all-reduce can hang with ACS/IOMMU on; try NCCL_P2P_DISABLE=1"

@@ -9,15 +9,18 @@ fsynced); the parent owns the results file.
 from __future__ import annotations
 
 import gc
-import json
 import math
 import os
 import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from bench import protocol
+from bench.protocol import WorkerPlan
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
@@ -36,20 +39,17 @@ class WorkerSession:
     is never written inside a timed round.
     """
 
-    def __init__(self, plan: dict, spool: str | None):
-        from bench.cases import Case, DeviceConfig
-        from bench.profiles import Timing
-
+    def __init__(self, plan: WorkerPlan, spool: str | Path | None):
         self.plan = plan
-        self.spool = Path(spool) if spool else None
-        self.device = DeviceConfig(**plan["device"])
-        self.timing = Timing(**plan["timing"])
-        self.cases = {c["case_id"]: Case.from_dict(c) for c in plan["cases"]}
+        self.spool = protocol.SpoolWriter(spool)
+        self.device = plan.device
+        self.timing = plan.timing
+        self.cases = {c.id: c for c in plan.cases}
         self.probes: dict[str, Any] = {}
         self.skip: set[str] = set()
         self.setup_error: str | None = None
-        self.cluster: dict = plan.get("cluster") or {}  # empty: not a cluster run
-        self.backend = plan.get("backend", "tensorflow")
+        self.cluster: Mapping[str, Any] = plan.cluster or {}  # empty: not a cluster run
+        self.backend = plan.backend
         self.heartbeat(None, f"starting {'JAX' if self.backend == 'jax' else 'TensorFlow'}")
         try:
             self._setup()
@@ -63,7 +63,7 @@ class WorkerSession:
         from bench.backends.base import Backend
 
         self.loop, self.telemetry = loop, telemetry
-        gpu = self.plan.get("gpu") or {}
+        gpu = dict(self.plan.gpu)
         self.be: Backend
         if self.backend == "jax":  # never imports TensorFlow
             from bench.backends.jax_backend import JaxBackend
@@ -78,7 +78,7 @@ class WorkerSession:
         self.names = self.be.names
         self.host = telemetry.HostMonitor()
         if self.device.kind == "cpu":
-            status = self.plan.get("nvml_status", "not checked")
+            status = self.plan.nvml_status
             self.gpus: Any = telemetry.EmptyGPUs(f"CPU case, no GPU used (NVML: {status})")
             self.bus_ids: list[str] = []
             return
@@ -92,15 +92,14 @@ class WorkerSession:
     def _setup_cluster(self) -> None:
         """MultiWorkerMirroredStrategy from TF_CONFIG, created before anything else runs; plans compared."""
         from bench import multiworker
-        from bench.cluster import plan_fingerprint
 
         self.heartbeat(None, f"joining the cluster as rank {self.cluster['rank']} of {self.cluster['world']}")
         self.strategy, all_reduce = multiworker.make_strategy(self.device)
         self.mw = multiworker
         self.be.set_strategy(self.strategy, all_reduce, self.strategy.extended.worker_devices)  # type: ignore[attr-defined]
-        ids = [c["case_id"] for c in self.plan["cases"]]
+        ids = self.plan.ids
         v = self.be.versions()
-        mine = plan_fingerprint(self.plan, (v["tensorflow"], v["keras"]))
+        mine = self.plan.fingerprint((v["tensorflow"], v["keras"]))
         seen = [int(v) for v in multiworker.gather_rows(self.strategy, [float(mine)])[:, 0]]
         if len(set(seen)) > 1:
             odd = [r for r, v in enumerate(seen) if v != seen[0]]
@@ -109,13 +108,13 @@ class WorkerSession:
                 f"rank(s) {odd} differ from rank 0; run the same accelbench command and versions on every node"
             )
         # on --resume only rank 0 knows which cases an earlier attempt finished: agree on its list
-        mine_skip = set(self.plan.get("skip") or [])
+        mine_skip = set(self.plan.skip)
         agreed = multiworker.gather_rows(self.strategy, [1.0 if i in mine_skip else 0.0 for i in ids])[0]
         self.skip = {i for i, m in zip(ids, agreed) if m == 1.0}
 
     def fatal(self, message: str) -> None:
         """Tell the parent (one line, exit 2 there) and leave at once."""
-        self._write({"fatal": message}, durable=True)
+        self.spool.send(protocol.Fatal(message))
         os._exit(2)
 
     def close(self) -> None:
@@ -124,18 +123,9 @@ class WorkerSession:
             self.heartbeat(None, "final barrier")
             self.mw.barrier(self.strategy)
 
-    def _write(self, record: dict, durable: bool) -> None:
-        if self.spool is None:
-            return
-        with open(self.spool, "a") as f:
-            f.write(json.dumps(record, default=str) + "\n")
-            f.flush()
-            if durable:
-                os.fsync(f.fileno())
-
     def heartbeat(self, case_id: str | None, phase: str) -> None:
         """Tell the parent what this worker is doing now (progress for its watchdog and bar)."""
-        self._write({"heartbeat": {"case_id": case_id, "phase": phase, "t": time.time()}}, durable=False)
+        self.spool.send(protocol.Heartbeat(case_id, phase))
 
     def _probe(self, case_id: str, precision: str):
         if precision not in self.probes:
@@ -153,14 +143,14 @@ class WorkerSession:
         from workloads import WORKLOADS
 
         if case_id in self.skip:
-            self._write({"skipped": case_id}, durable=True)
+            self.spool.send(protocol.Skipped(case_id))
             pytest.skip("measured in an earlier attempt of this run")
         case = self.cases[case_id]
         w = WORKLOADS[case.workload]
-        info = records.base_info(case, self.plan["run_id"], w.flops_per_sample(w.size(self.plan["profile"]), case.mode))
+        info = records.base_info(case, self.plan.run_id, w.flops_per_sample(w.size(self.plan.profile), case.mode))
         if self.setup_error:
             info.update(status="error", reason=self.setup_error)
-            self._write(records.unmeasured(case, info), durable=True)
+            self.spool.send(protocol.Record(records.unmeasured(case, info)))
             pytest.fail(f"{case_id}: error: {self.setup_error}", pytrace=False)
         info.update(
             all_reduce=self.be.all_reduce,
@@ -185,7 +175,7 @@ class WorkerSession:
                     reason=f"a peer worker failed; rank {self.cluster['rank']} saw: {_tail(e)}",
                     peer_failure=True,
                 )
-                self._write(records.unmeasured(case, info), durable=True)
+                self.spool.send(protocol.Record(records.unmeasured(case, info)))
                 os._exit(3)
             else:
                 info.update(status="error", reason=_tail(e))
@@ -199,7 +189,7 @@ class WorkerSession:
             )
         else:
             record = records.unmeasured(case, info)
-        self._write(record, durable=True)
+        self.spool.send(protocol.Record(record))
         if self.cluster and info["status"] != "ok":
             # the other workers are still inside this case's collectives: going on to the next
             # case would desynchronise them. Leave; they see a peer failure and stop too.
@@ -225,7 +215,7 @@ class WorkerSession:
         self.host.reset_peak()
         be.reset_memory()
         self.heartbeat(cid, "building")
-        built = be.build(case, self.plan["profile"])
+        built = be.build(case, self.plan.profile)
         out["params"] = built.params
         out["xla_scope"] = built.xla_scope
         out.update(built.extra)
@@ -271,8 +261,8 @@ class WorkerSession:
         window = self.telemetry.Window(
             self.gpus,
             self.host,
-            interval_s=self.plan.get("sampler_interval_s", 0.1),
-            threaded=self.plan.get("sampler", True),
+            interval_s=self.plan.sampler_interval_s,
+            threaded=self.plan.sampler,
         )
         done = [0]
 
@@ -341,7 +331,7 @@ class WorkerSession:
         return self.device.kind == "cpu" and self.device.virtual
 
     def _idle_w(self) -> float | None:
-        idle = self.plan.get("idle_power_w") or {}
+        idle = self.plan.idle_power_w
         vals = [idle.get(g.uuid) for g in getattr(self.gpus, "gpus", [])]
         known = [v for v in vals if v is not None]
         return sum(known) if vals and len(known) == len(vals) else None

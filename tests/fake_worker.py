@@ -15,24 +15,23 @@ import signal
 import sys
 import time
 
-from bench import storage
+from bench import protocol, storage
+from bench.protocol import WorkerPlan
 
-with open(sys.argv[1]) as f:
-    plan = json.load(f)
+plan = WorkerPlan.read(sys.argv[1])
 if os.environ.get("FAKE_WORKER_PLANS"):  # let a test see every plan a worker was given
     with open(os.environ["FAKE_WORKER_PLANS"], "a") as f:
-        f.write(json.dumps(plan) + "\n")
-spool = sys.argv[2]
+        f.write(json.dumps(plan.to_dict()) + "\n")
+spool = protocol.SpoolWriter(sys.argv[2])
 if os.environ.get("FAKE_WORKER", "").startswith("fatal:"):  # a cluster worker whose nodes disagree
-    with open(spool, "a") as f:
-        f.write(json.dumps({"fatal": os.environ["FAKE_WORKER"][6:]}) + "\n")
+    spool.send(protocol.Fatal(os.environ["FAKE_WORKER"][6:]))
     sys.exit(2)
-for i, c in enumerate(plan["cases"]):
+for i, c in enumerate(plan.cases):
     mode = os.environ.get("FAKE_WORKER", "kill")
-    if i == 1 and len(plan["cases"]) >= 3 and not mode.startswith("fail:"):
+    spool.send(protocol.Heartbeat(c.id, "building"))
+    if i == 1 and len(plan.cases) >= 3 and not mode.startswith("fail:"):
         if mode == "hang":
-            with open(spool, "a") as f:
-                f.write(json.dumps({"heartbeat": {"case_id": c["case_id"], "phase": "round 1 of 6"}}) + "\n")
+            spool.send(protocol.Heartbeat(c.id, "round 1 of 6"))
             print("all-reduce started ...", flush=True)
             while True:
                 time.sleep(60)
@@ -40,27 +39,30 @@ for i, c in enumerate(plan["cases"]):
         if mode == "oom":  # what the allocator prints before the process dies of it
             print("2026-12-03 W external/xla: RESOURCE_EXHAUSTED: CUDA_ERROR_OUT_OF_MEMORY: out of memory", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
+    if c.id in plan.skip:  # a cluster resume: an earlier attempt measured it
+        spool.send(protocol.Skipped(c.id))
+        continue
     info = {
-        **c,
-        "run_id": plan["run_id"],
-        "global_batch": c["per_replica_batch"] * c["device_count"],
+        "case_id": c.id,
+        **c.to_dict(),
+        "run_id": plan.run_id,
+        "global_batch": c.global_batch,
         "status": "ok",
         "reason": "",
         "steps_per_round": 10,
         "samples_per_s": 6400.0,
     }
-    if mode.startswith("fail:") and mode[5:] in c["case_id"]:
+    if mode.startswith("fail:") and mode[5:] in c.id:
         info.update(status="error", reason="InternalError: NCCL operation ncclAllReduce failed: unhandled system error")
     rec = {
         "group": None,
-        "name": f"test_case[{c['case_id']}]",
-        "fullname": storage.suite_name(c["case_id"])[1],
-        "params": {"case_id": c["case_id"]},
-        "param": c["case_id"],
+        "name": f"test_case[{c.id}]",
+        "fullname": storage.suite_name(c.id)[1],
+        "params": {"case_id": c.id},
+        "param": c.id,
         "extra_info": info,
         "options": {},
         # rounds of 0.1 s, as the real worker stores them: per sample (schema 2)
         "stats": storage.per_sample_stats([0.1] * 6, info["global_batch"] * 10) if info["status"] == "ok" else None,
     }
-    with open(spool, "a") as f:
-        f.write(json.dumps(rec) + "\n")
+    spool.send(protocol.Record(rec))

@@ -238,7 +238,7 @@ def test_both_cpu_capability_branches_with_faked_cpu_flags(tmp_path, flags, bf16
     # without bf16 units nothing needs measuring: the verdict is recorded and no worker starts
     precisions = ("fp32", "mixed_bfloat16") if bf16 == "ok" else ("mixed_bfloat16",)
     opts = RunOptions(profile="smoke", workloads=("mlp",), modes=("train",), devices=("cpu",), precisions=precisions)
-    path = runner.Run(opts, machine, tmp_path, ["run"]).execute()
+    path = runner.Run.new(opts, machine, tmp_path, ["run"]).execute()
     recs = {storage.case_id_of(r): r["extra_info"] for r in storage.records(storage.load(path))}
     assert len(recs) == len(precisions)
     assert recs["mlp-train-cpu-mixed_bfloat16-b64"]["status"] == bf16

@@ -36,7 +36,7 @@ TWO_WORKLOADS = RunOptions(
 
 def test_each_device_configuration_runs_in_a_worker_and_every_case_is_recorded(tmp_path, monkeypatch):
     # (a worker killed mid case: test_the_case_in_flight_is_recorded_and_the_rest_run)
-    run = runner.Run(OPTS, machine(), tmp_path, ["run"])
+    run = runner.Run.new(OPTS, machine(), tmp_path, ["run"])
     path = run.execute()
     doc = storage.load(path)
     status = {storage.case_id_of(r): r["extra_info"] for r in storage.records(doc)}
@@ -52,7 +52,7 @@ def test_each_device_configuration_runs_in_a_worker_and_every_case_is_recorded(t
 
 def test_the_case_in_flight_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
     opts = TWO_WORKLOADS
-    path = runner.Run(opts, machine(), tmp_path, ["run"]).execute()
+    path = runner.Run.new(opts, machine(), tmp_path, ["run"]).execute()
     doc = storage.load(path)
     status = {storage.case_id_of(r): r["extra_info"] for r in storage.records(doc)}
     died = status["mlp-train-cpu-mixed_bfloat16-b64"]
@@ -74,7 +74,7 @@ def test_the_case_in_flight_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
 def test_a_worker_dead_of_out_of_memory_is_recorded_oom_not_error(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_WORKER", "oom")
     opts = TWO_WORKLOADS
-    path = runner.Run(opts, machine(), tmp_path, ["run"]).execute()
+    path = runner.Run.new(opts, machine(), tmp_path, ["run"]).execute()
     status = {storage.case_id_of(r): r["extra_info"] for r in storage.records(storage.load(path))}
     died = status["mlp-train-cpu-mixed_bfloat16-b64"]
     assert died["status"] == "oom" and "CUDA_ERROR_OUT_OF_MEMORY: out of memory" in died["reason"]
@@ -82,11 +82,11 @@ def test_a_worker_dead_of_out_of_memory_is_recorded_oom_not_error(tmp_path, monk
 
 
 def test_resume_keeps_finished_cases_and_runs_the_missing(tmp_path, monkeypatch):
-    path = runner.Run(OPTS, machine(), tmp_path, ["run"]).execute()
+    path = runner.Run.new(OPTS, machine(), tmp_path, ["run"]).execute()
     doc = storage.load(path)
     doc["benchmarks"] = doc["benchmarks"][:1]
     storage.write_atomic(path, doc)
-    again = runner.Run(RunOptions(), machine(), tmp_path, ["run", "--resume"], resume=path.stem)
+    again = runner.Run.resume(path.stem, RunOptions(), machine(), tmp_path, ["run", "--resume"])
     assert again.opts == OPTS  # the stored options, not the ones given
     again.execute()
     assert len(storage.load(path)["benchmarks"]) == 4
@@ -96,7 +96,7 @@ def test_a_hung_worker_costs_one_timeout_case_not_the_run(tmp_path, monkeypatch)
     monkeypatch.setenv("FAKE_WORKER", "hang")
     opts = dataclasses.replace(TWO_WORKLOADS, stall_timeout_s=2.0)
     t0 = time.monotonic()
-    path = runner.Run(opts, machine(), tmp_path, ["run"]).execute()
+    path = runner.Run.new(opts, machine(), tmp_path, ["run"]).execute()
     assert time.monotonic() - t0 < 30
     doc = storage.load(path)
     status = {storage.case_id_of(r): r["extra_info"] for r in storage.records(doc)}
@@ -132,7 +132,7 @@ def test_fp32_and_tf32_cases_run_in_separate_workers(tmp_path, monkeypatch):
     opts = RunOptions(
         profile="smoke", workloads=("cnn",), modes=("train",), devices=("gpu:1",), precisions=("fp32", "tf32")
     )
-    path = runner.Run(opts, m, tmp_path, ["run"]).execute()
+    path = runner.Run.new(opts, m, tmp_path, ["run"]).execute()
     plans = [json.loads(line) for line in seen.read_text().splitlines()]
     assert [[c["precision"] for c in p["cases"]] for p in plans] == [["fp32"], ["tf32"]]
     assert plans[0]["gpu"] == {"cuda_ordinals": [0], "pci_bus_ids": ["0000:00:00.0"], "memory_total_bytes": 40 * 2**30}
@@ -148,19 +148,25 @@ def test_cluster_ranks_own_their_files_and_a_fatal_worker_ends_the_run(tmp_path,
         profile="smoke", workloads=("mlp",), modes=("train",), devices=("cpu",), precisions=("fp32",), nodes=2
     )
     workers = ("127.0.0.1:1", "127.0.0.1:2")
-    rank1 = runner.Run(opts, machine(), tmp_path / "r1", ["run"], cluster=Cluster("tf_config", 1, workers), run_id="c1")
+    rank1 = runner.Run.new(
+        opts, machine(), tmp_path / "r1", ["run"], cluster=Cluster("tf_config", 1, workers), run_id="c1"
+    )
     rank1.execute()
     assert not (tmp_path / "r1" / "c1.json").exists() and (tmp_path / "r1" / "c1.logs" / "rank1.log").exists()
-    rank0 = runner.Run(opts, machine(), tmp_path / "r0", ["run"], cluster=Cluster("tf_config", 0, workers), run_id="c1")
+    rank0 = runner.Run.new(
+        opts, machine(), tmp_path / "r0", ["run"], cluster=Cluster("tf_config", 0, workers), run_id="c1"
+    )
     doc = storage.load(rank0.execute())
     assert doc["run"]["cluster"]["world"] == 2 and [storage.case_id_of(r) for r in doc["benchmarks"]] == [
         "mlp-train-cpux2nodes-fp32-b64"
     ]
     with pytest.raises(UserError, match="exists"):
-        runner.Run(opts, machine(), tmp_path / "r0", ["run"], cluster=Cluster("tf_config", 0, workers), run_id="c1")
+        runner.Run.new(opts, machine(), tmp_path / "r0", ["run"], cluster=Cluster("tf_config", 0, workers), run_id="c1")
 
     monkeypatch.setenv("FAKE_WORKER", "fatal:nodes disagree on the plan: rank(s) [1] differ from rank 0")
-    run = runner.Run(opts, machine(), tmp_path / "r2", ["run"], cluster=Cluster("tf_config", 0, workers), run_id="c2")
+    run = runner.Run.new(
+        opts, machine(), tmp_path / "r2", ["run"], cluster=Cluster("tf_config", 0, workers), run_id="c2"
+    )
     with pytest.raises(UserError, match="nodes disagree on the plan"):
         run.execute()
     assert storage.load(tmp_path / "r2" / "c2.json")["run"]["status"] == "failed"
