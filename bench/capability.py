@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-PRECISION_NEEDS_CC = {"fp32": (0, 0), "tf32": (8, 0), "mixed_float16": (7, 0), "mixed_bfloat16": (8, 0)}
+from bench.precision import spec
+
 CPU_FLAGS_FOR = {"mixed_bfloat16": ("avx512_bf16", "amx_bf16")}
 # Measured on a Xeon with avx512_fp16 (TF 2.21, smoke MLP): mixed_float16 training ran at 0.01x
 # of fp32 and CNN training at 0.02x: TensorFlow's CPU fp16 kernels are mostly emulated.
@@ -66,14 +67,11 @@ def gpu_precision(precision: str, compute_capability: tuple[int, int] | None, na
         return OK
     if compute_capability is None:
         return Support(False, f"compute capability of {name or 'the GPU'} is unknown")
-    need = PRECISION_NEEDS_CC[precision]
+    s = spec(precision)
+    need = s.min_compute_capability
     if tuple(compute_capability) >= need:
         return OK
-    what = {
-        "tf32": "tf32",
-        "mixed_float16": "mixed_float16 (fp16 tensor cores)",
-        "mixed_bfloat16": "mixed_bfloat16 (bf16 tensor cores)",
-    }[precision]
+    what = s.gpu_label
     cc = ".".join(map(str, compute_capability))
     return Support(
         False,

@@ -13,9 +13,10 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from bench.errors import UserError
+from bench.precision import PRECISIONS, PrecisionSpec
+from bench.precision import spec as _precision_spec
 
 MODES = ("train", "infer")
-PRECISIONS = ("fp32", "tf32", "mixed_float16", "mixed_bfloat16")
 DEVICE_KINDS = ("cpu", "gpu")
 XLA_CHOICES = {"off": (False,), "on": (True,), "both": (False, True)}
 BACKENDS = ("tensorflow", "jax")  # Keras 3 backends; TensorFlow first (the default, ids unchanged)
@@ -122,6 +123,11 @@ class Case:
     def replicas(self) -> int:
         """Data-parallel replicas: every device (data parallel), or one model spread over the devices."""
         return self.nodes if self.parallelism == "model" else self.device.replicas
+
+    @property
+    def precision_spec(self) -> PrecisionSpec:
+        """What the precision means (policy, TF32, probe dtype, loss scaling), derived in one place."""
+        return _precision_spec(self.precision)
 
     @property
     def physical_devices(self) -> int:

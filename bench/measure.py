@@ -17,9 +17,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bench import loop
+from bench import loop, precision
 from bench.cases import DeviceConfig
 from bench.loop import NumericsError, PlacementError, Probe, plan_rounds, summarize
+from bench.precision import PrecisionSpec
 from bench.steps import Built, all_reduce_used, build_case
 
 # the step builders live in bench.steps, the backend-neutral loop in bench.loop
@@ -137,31 +138,27 @@ def sync() -> None:
     context.async_wait()
 
 
-def apply_precision(precision: str, device_kind: str) -> str:
-    """Set the Keras dtype policy and TF32 for ``precision``; return the math mode really set."""
-    policy = {"fp32": "float32", "tf32": "float32"}.get(precision, precision)
-    keras.config.set_dtype_policy(policy)
-    tf.config.experimental.enable_tensor_float_32_execution(precision != "fp32")
-    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+def apply_precision(spec: PrecisionSpec, device_kind: str) -> str:
+    """Set the Keras dtype policy and TF32 of ``spec``; return the math mode really set (read back)."""
+    keras.config.set_dtype_policy(spec.keras_policy)
+    tf.config.experimental.enable_tensor_float_32_execution(spec.tf32)
     p = keras.config.dtype_policy()
-    if p.compute_dtype == "float32":
-        mode = "tf32" if tf32 and device_kind == "gpu" else "fp32 (tf32 off)" if device_kind == "gpu" else "fp32"
-    else:
-        mode = f"{'bf16' if p.compute_dtype == 'bfloat16' else 'fp16'} compute, {p.variable_dtype} variables"
-        if p.compute_dtype == "float16":
-            mode += ", loss scaling"
-        if device_kind == "gpu":
-            mode += f", fp32 ops {'tf32' if tf32 else 'fp32'}"
+    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+    mode = precision.math_mode(p.compute_dtype, p.variable_dtype, device_kind, tf32)
     fpmath = os.environ.get("ONEDNN_DEFAULT_FPMATH_MODE")
     if device_kind == "cpu" and fpmath and fpmath.upper() != "STRICT":
         mode += f" (oneDNN fpmath {fpmath}: fp32 ops may run reduced)"
     return mode
 
 
-def matmul_probe(device_name: str, precision: str, n: int, budget_s: float) -> Probe:
-    """Best FLOP/s of a chain of n x n matmuls on ``device_name`` in the precision's dtype."""
-    dtype = {"mixed_float16": tf.float16, "mixed_bfloat16": tf.bfloat16}.get(precision, tf.float32)
-    tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
+def matmul_probe(device_name: str, spec: PrecisionSpec, n: int, budget_s: float) -> Probe:
+    """Best FLOP/s of a chain of n x n matmuls on ``device_name`` in the spec's compute dtype.
+
+    TF32 is set as the case will have it (the same switch :func:`apply_precision` sets), so the
+    order of the two calls doesn't matter.
+    """
+    dtype = tf.as_dtype(spec.compute_dtype)
+    tf.config.experimental.enable_tensor_float_32_execution(spec.tf32)
     with tf.device(device_name):
         a = tf.cast(tf.random.normal((n, n)), dtype)
         b = tf.cast(tf.random.normal((n, n)) / math.sqrt(n), dtype)

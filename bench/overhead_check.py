@@ -48,7 +48,7 @@ def built():
     strategy, _ = measure.make_strategy(DeviceConfig("cpu"), names)
     batch = WORKLOADS["mlp"].batch[PROFILE]
     case = Case("mlp", "train", "cpu", 1, False, "fp32", False, batch)
-    measure.apply_precision("fp32", "cpu")
+    measure.apply_precision(case.precision_spec, "cpu")
     b = measure.build_case(case, PROFILE, strategy, names)
     for _ in range(3):
         b.step()

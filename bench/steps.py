@@ -101,7 +101,7 @@ def build_case(case: Case, profile: str, strategy: tf.distribute.Strategy, names
         optimizer: Any = None
         if case.mode == "train":
             optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
-            if case.precision == "mixed_float16":
+            if case.precision_spec.loss_scaling:
                 optimizer = SyncedLossScaleOptimizer(optimizer)
             optimizer.build(model.trainable_variables)
 
@@ -123,7 +123,7 @@ def build_case(case: Case, profile: str, strategy: tf.distribute.Strategy, names
     y = strategy.experimental_distribute_values_from_function(part(1))
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
     global_batch = case.global_batch
-    scaled_loss = case.precision == "mixed_float16"
+    scaled_loss = case.precision_spec.loss_scaling
 
     def grads_and_loss(x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:

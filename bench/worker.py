@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import protocol
+from bench.precision import PrecisionSpec
 from bench.protocol import WorkerPlan
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -127,13 +128,13 @@ class WorkerSession:
         """Tell the parent what this worker is doing now (progress for its watchdog and bar)."""
         self.spool.send(protocol.Heartbeat(case_id, phase))
 
-    def _probe(self, case_id: str, precision: str):
-        if precision not in self.probes:
-            self.heartbeat(case_id, f"measuring the {precision} matmul peak")
-            self.probes[precision] = self.be.matmul_probe(
-                precision, self.timing.probe_n[self.device.kind], self.timing.probe_budget_s
+    def _probe(self, case_id: str, spec: PrecisionSpec):
+        if spec.name not in self.probes:
+            self.heartbeat(case_id, f"measuring the {spec.name} matmul peak")
+            self.probes[spec.name] = self.be.matmul_probe(
+                spec, self.timing.probe_n[self.device.kind], self.timing.probe_budget_s
             )
-        return self.probes[precision]
+        return self.probes[spec.name]
 
     def run(self, case_id: str, benchmark: Any) -> None:
         """Measure one case and emit its record; a failure is a record with status and reason."""
@@ -203,7 +204,8 @@ class WorkerSession:
         be, loop, cid = self.be, self.loop, case.id
         if getattr(benchmark, "disabled", False):  # it would time nothing and return no statistics
             raise RuntimeError("pytest-benchmark is disabled in this worker (--benchmark-disable or xdist)")
-        probe = self._probe(cid, case.precision)
+        spec = case.precision_spec  # derived once: policy, TF32, probe dtype, loss scaling
+        probe = self._probe(cid, spec)
         # the peak of every chip of the case, on every node: the throughput it is set against is global
         out: dict = {
             "peak_tflops_per_device": probe.tflops,
@@ -211,7 +213,7 @@ class WorkerSession:
             "probe_n": probe.n,
             "probe_dtype": probe.dtype,
         }
-        info["math_mode"] = be.apply_precision(case.precision, case.device_kind)
+        info["math_mode"] = be.apply_precision(spec, case.device_kind)
         self.host.reset_peak()
         be.reset_memory()
         self.heartbeat(cid, "building")

@@ -24,6 +24,7 @@ import tensorflow as tf  # noqa: E402
 
 from bench import measure, steps  # noqa: E402
 from bench.cases import Case, DeviceConfig  # noqa: E402
+from bench.precision import spec  # noqa: E402
 
 DEV = DeviceConfig("cpu", 2, virtual=True)
 NAMES = measure.configure_devices(DEV)
@@ -31,7 +32,7 @@ STRATEGY, ALL_REDUCE = measure.make_strategy(DEV, NAMES)
 
 
 def xla_training(workload, precision, batch):
-    measure.apply_precision(precision, "cpu")
+    measure.apply_precision(spec(precision), "cpu")
     try:
         b = measure.build_case(
             Case(workload, "train", "cpu", 2, True, precision, True, batch), "smoke", STRATEGY, NAMES

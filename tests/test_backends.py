@@ -152,17 +152,6 @@ def test_jax_gpu_workers_may_pool_most_of_the_gpu_unless_the_user_says_otherwise
     )
 
 
-def test_precision_mapping():
-    assert [backends.keras_policy(p) for p in ("fp32", "tf32", "mixed_bfloat16")] == [
-        "float32",
-        "float32",
-        "mixed_bfloat16",
-    ]
-    assert backends.JAX_MATMUL_PRECISION["fp32"] == "float32"  # TF32 off, as on TensorFlow
-    assert backends.JAX_MATMUL_PRECISION["tf32"] == "tensorfloat32"
-    assert backends.JAX_MATMUL_PRECISION["mixed_float16"] == "default"
-
-
 def test_one_jax_gpu_case_per_worker_and_backends_never_share_one():
     def case(backend, kind, precision="fp32"):
         return Case("mlp", "train", kind, 1, False, precision, backend == "jax", 64, backend=backend)

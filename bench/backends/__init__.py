@@ -19,23 +19,6 @@ from bench.errors import UserError
 MODULE = {"tensorflow": "tensorflow", "jax": "jax"}
 INSTALL_HINT = {"tensorflow": "pip install accelbench", "jax": "pip install 'accelbench[jax]'"}
 
-# JAX's default matmul precision per accelbench precision (read when a step is traced). As on
-# TensorFlow, "fp32" means TF32 off. The mixed policies keep JAX's default, which on GPUs runs
-# their float32 leftovers on TF32 (docs.jax.dev, "Matmul precision"); naming "tensorfloat32"
-# there would also pin the fp16 matmuls' algorithm (F16_F16_F32), which the CPU rejects
-# ("The precision 'F16_F16_F32' is not supported by dot_general on CPU").
-JAX_MATMUL_PRECISION = {
-    "fp32": "float32",
-    "tf32": "tensorfloat32",
-    "mixed_float16": "default",
-    "mixed_bfloat16": "default",
-}
-
-
-def keras_policy(precision: str) -> str:
-    """The Keras dtype policy of an accelbench precision (both backends)."""
-    return {"fp32": "float32", "tf32": "float32"}.get(precision, precision)
-
 
 def installed(backend: str) -> bool:
     """Whether ``backend`` can be imported here (looked up without importing it)."""

@@ -14,6 +14,7 @@ from typing import Any
 
 from bench.cases import Case
 from bench.loop import Probe
+from bench.precision import PrecisionSpec
 
 
 @dataclass
@@ -47,12 +48,12 @@ class Backend:
         """Intra/inter-op thread counts (None where the backend does not say)."""
         return {"intra_op_threads": None, "inter_op_threads": None}
 
-    def apply_precision(self, precision: str, device_kind: str) -> str:
-        """Set the dtype policy and matmul math; return the math mode really set."""
+    def apply_precision(self, spec: PrecisionSpec, device_kind: str) -> str:
+        """Set the dtype policy and matmul math of ``spec``; return the math mode really set."""
         raise NotImplementedError
 
-    def matmul_probe(self, precision: str, n: int, budget_s: float) -> Probe:
-        """Best FLOP/s of a matmul chain on the first device in the precision's dtype."""
+    def matmul_probe(self, spec: PrecisionSpec, n: int, budget_s: float) -> Probe:
+        """Best FLOP/s of a matmul chain on the first device in the spec's compute dtype and math."""
         raise NotImplementedError
 
     def build(self, case: Case, profile: str) -> Step:

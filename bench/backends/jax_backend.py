@@ -24,11 +24,11 @@ import jax.numpy as jnp
 import keras
 from keras import distribution as kd
 
-from bench.backends import JAX_MATMUL_PRECISION, keras_policy
 from bench.backends.base import Backend, Step
 from bench.backends.layouts import bias_follows_kernel, layout_for
 from bench.cases import Case, DeviceConfig
 from bench.loop import PROBE_REPS, PlacementError, Probe, best_matmul_rate
+from bench.precision import PrecisionSpec, math_mode
 from workloads import WORKLOADS
 
 # Steps in flight at once over several CPU devices. XLA's CPU collectives deadlock when many
@@ -68,23 +68,17 @@ class JaxBackend(Backend):
 
         return {"jax": jax.__version__, "jaxlib": getattr(jaxlib, "__version__", None), "keras": keras.__version__}
 
-    def apply_precision(self, precision: str, device_kind: str) -> str:
-        keras.config.set_dtype_policy(keras_policy(precision))
-        jax.config.update("jax_default_matmul_precision", JAX_MATMUL_PRECISION[precision])
+    def apply_precision(self, spec: PrecisionSpec, device_kind: str) -> str:
+        keras.config.set_dtype_policy(spec.keras_policy)
+        jax.config.update("jax_default_matmul_precision", spec.jax_matmul_precision)
         mm = jax.config.jax_default_matmul_precision
         p = keras.config.dtype_policy()
-        if p.compute_dtype == "float32":
-            mode = "tf32" if mm == "tensorfloat32" and device_kind == "gpu" else "fp32"
-        else:
-            mode = f"{'bf16' if p.compute_dtype == 'bfloat16' else 'fp16'} compute, {p.variable_dtype} variables"
-            if p.compute_dtype == "float16":
-                mode += ", loss scaling"
-            if device_kind == "gpu":
-                mode += ", fp32 ops tf32 (JAX's default)"
-        return f"{mode} (jax matmul precision {mm})"
+        # JAX's "default" runs float32 matmuls on TF32 where the GPU has it; "float32" never does.
+        # The same words as TensorFlow's for the same math (gpu-review-2 finding 13)
+        return math_mode(p.compute_dtype, p.variable_dtype, device_kind, fp32_on_tf32=mm != "float32")
 
-    def matmul_probe(self, precision: str, n: int, budget_s: float) -> Probe:
-        dtype = {"mixed_float16": jnp.float16, "mixed_bfloat16": jnp.bfloat16}.get(precision, jnp.float32)
+    def matmul_probe(self, spec: PrecisionSpec, n: int, budget_s: float) -> Probe:
+        dtype = jnp.dtype(spec.compute_dtype)
         dev = self.devices[0]
         ka, kb = jax.random.split(jax.random.PRNGKey(0))
         a = jax.device_put(jax.random.normal(ka, (n, n), jnp.float32).astype(dtype), dev)
@@ -96,7 +90,7 @@ class JaxBackend(Backend):
                 c = c @ b
             return c
 
-        with jax.default_matmul_precision(JAX_MATMUL_PRECISION[precision]):
+        with jax.default_matmul_precision(spec.jax_matmul_precision):
             fn = jax.jit(chain).lower(a, b).compile()
 
         def run() -> None:
@@ -141,7 +135,7 @@ class JaxBackend(Backend):
         optimizer: Any = None
         if case.mode == "train":
             optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
-            if case.precision == "mixed_float16":
+            if case.precision_spec.loss_scaling:
                 optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
             optimizer.build(model.trainable_variables)
         x, y = w.make_batch(size, case.global_batch, seed=17)
@@ -159,7 +153,7 @@ class JaxBackend(Backend):
         if case.mode == "train":
             ov = [v.value for v in optimizer.variables]
             holder.state = (tv, ntv, ov)
-            fn = _train_fn(model, optimizer, case.precision == "mixed_float16")
+            fn = _train_fn(model, optimizer, case.precision_spec.loss_scaling)
             state_sh = jax.tree_util.tree_map(lambda a: a.sharding, holder.state)
             loss_sh = (
                 jax.sharding.NamedSharding(dist.device_mesh.backend_mesh, jax.sharding.PartitionSpec())

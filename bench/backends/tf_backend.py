@@ -12,6 +12,7 @@ from bench import measure
 from bench.backends.base import Backend, Step
 from bench.cases import Case, DeviceConfig
 from bench.loop import Probe
+from bench.precision import PrecisionSpec
 
 
 class TFBackend(Backend):
@@ -46,11 +47,11 @@ class TFBackend(Backend):
             "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
         }
 
-    def apply_precision(self, precision: str, device_kind: str) -> str:
-        return measure.apply_precision(precision, device_kind)
+    def apply_precision(self, spec: PrecisionSpec, device_kind: str) -> str:
+        return measure.apply_precision(spec, device_kind)
 
-    def matmul_probe(self, precision: str, n: int, budget_s: float) -> Probe:
-        return measure.matmul_probe(self.names[0], precision, n, budget_s)
+    def matmul_probe(self, spec: PrecisionSpec, n: int, budget_s: float) -> Probe:
+        return measure.matmul_probe(self.names[0], spec, n, budget_s)
 
     def build(self, case: Case, profile: str) -> Step:
         b = measure.build_case(case, profile, self.strategy, self.names)
