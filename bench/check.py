@@ -74,7 +74,7 @@ def run_paths(machine: Machine, results_dir: Path, progress: Callable[..., Any] 
     opts = planning.RunOptions(profile="smoke", workloads=("mlp",), modes=("train",), devices=("cpu",))
     run = runner.Run.new(opts, machine, results_dir, ["devices", "--check"], progress=progress)
     run.plan = [(c, planning.support(c, machine)) for _, c in named]
-    recs = {storage.case_id_of(r): r["extra_info"] for r in storage.records(storage.load(run.execute()))}
+    recs = {r.id: r.info for r in storage.case_records(storage.load(run.execute()))}
     rows = []
     for name, case in named:
         e = recs[case.id]

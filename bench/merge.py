@@ -32,8 +32,8 @@ def merge(docs: list[tuple[str, dict]], run_id: str | None = None) -> dict:
     out["benchmarks"], out["unmeasured"] = [], []
     planned: list[str] = []
     for _, doc in docs:
-        for rec in storage.records(doc):
-            storage.add_record(out, copy.deepcopy(rec))
+        for rec in storage.case_records(doc):
+            storage.add_record(out, copy.deepcopy(dict(rec.record)))
         planned += [c for c in doc["run"].get("planned", []) if c not in planned]
     runs = [d["run"] for _, d in docs]
     out["run"].update(
@@ -45,8 +45,8 @@ def merge(docs: list[tuple[str, dict]], run_id: str | None = None) -> dict:
         merged_from=[{"id": r["id"], "shard": r.get("shard"), "runner_name": r.get("runner_name")} for r in runs],
         shard=None,
     )
-    for rec in storage.records(out):
-        rec["extra_info"]["run_id"] = out["run"]["id"]
+    for raw in storage.records(out):  # the merged document being written: its raw records
+        raw["extra_info"]["run_id"] = out["run"]["id"]
     return out
 
 
@@ -59,7 +59,5 @@ def command(a: argparse.Namespace) -> int:
         raise UserError(f"{out}: exists; merge writes a new file")
     doc = merge(storage.load_all(a.files), a.run_id)
     storage.write_atomic(out, doc)
-    print(
-        f"merged {len(a.files)} shards ({len(list(storage.records(doc)))} cases, run {doc['run']['status']}) -> {out}"
-    )
+    print(f"merged {len(a.files)} shards ({len(storage.case_records(doc))} cases, run {doc['run']['status']}) -> {out}")
     return 0

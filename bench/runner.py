@@ -237,9 +237,7 @@ class Run:
                 # every rank starts the same workers for the same cases (only rank 0 knows what
                 # an earlier attempt finished: the workers agree on rank 0's list and skip it);
                 # a case a peer's failure cut short runs again
-                kept = {
-                    storage.case_id_of(r) for r in storage.records(self.doc) if not r["extra_info"].get("peer_failure")
-                }
+                kept = {r.id for r in storage.case_records(self.doc) if not r.get("peer_failure")}
                 skip = {c.id for c, sup in self.plan if sup.supported and c.id in kept}
                 todo = [c for c, sup in self.plan if sup.supported]
             for c in todo:

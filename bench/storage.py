@@ -23,9 +23,13 @@ import math
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
+from bench.cases import Case
 from bench.errors import UserError
 
 SUITE_NODE = "bench/suite.py::test_case"
@@ -298,6 +302,10 @@ def load(path: str | Path) -> dict:
     for r in records(doc):
         if not isinstance(r, dict) or "case_id" not in r.get("extra_info", {}) or "status" not in r["extra_info"]:
             raise ResultsError(f"{path}: a case record without extra_info.case_id/status; the file is damaged")
+        try:
+            CaseRecord.of(r)
+        except (UserError, ValueError, TypeError, KeyError) as e:
+            raise ResultsError(f"{path}: case {r['extra_info']['case_id']!r} is damaged ({e})") from None
     return doc
 
 
@@ -372,17 +380,86 @@ def check_shards(docs: list[tuple[str, dict]]) -> None:
             seen[cid] = path
 
 
+@dataclass(frozen=True)
+class CaseRecord:
+    """One case of a results file as every consumer reads it (after ``load`` migrated the file).
+
+    ``case`` is rebuilt from the stored fields, so related cases and device counts come from
+    fields, never from editing the id; ``info`` is the record's ``extra_info``, read-only.
+    """
+
+    case: Case
+    id: str  # as stored (the id the case had when it ran)
+    status: str
+    reason: str
+    info: Mapping[str, Any]
+    per_sample_s: tuple[float, ...]  # pytest-benchmark's stats.data (schema 2); () unless measured
+    samples_per_round: int
+    record: Mapping[str, Any]  # the stored record, read-only (merge copies it whole)
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> CaseRecord:
+        """Read one stored record; ValueError (or UserError) when its case fields are unusable."""
+        e = record["extra_info"]
+        stats = record.get("stats") or {}
+        return cls(
+            case=Case.of(e),
+            id=str(e["case_id"]),
+            status=str(e["status"]),
+            reason=str(e.get("reason") or ""),
+            info=MappingProxyType(e),
+            per_sample_s=tuple(float(t) for t in stats.get("data") or ()),
+            samples_per_round=int(stats.get("iterations") or 1),
+            record=MappingProxyType(record),  # type: ignore[arg-type]
+        )
+
+    @property
+    def ok(self) -> bool:
+        """Measured (status ``ok``)."""
+        return self.status in MEASURED_STATUSES
+
+    @property
+    def failed(self) -> bool:
+        """Planned and runnable here, but the run could not measure it (oom, timeout, error, numerics)."""
+        return self.status not in MEASURED_STATUSES and self.status != "unsupported"
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """The case's median throughput, or None unless measured."""
+        v = self.info.get("samples_per_s")
+        return float(v) if self.ok and v is not None else None
+
+    @property
+    def round_times_s(self) -> list[float]:
+        """Per-round wall times (s): per-sample time x samples per round."""
+        return [t * self.samples_per_round for t in self.per_sample_s]
+
+    @property
+    def throughput_samples(self) -> list[float]:
+        """Per-round global throughput (samples/s)."""
+        return [1.0 / t for t in self.per_sample_s if t > 0]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A figure of ``extra_info`` (None where not measured)."""
+        return self.info.get(name, default)
+
+
+def case_records(doc: dict) -> list[CaseRecord]:
+    """Every case of a loaded document as a :class:`CaseRecord`, measured first, in stored order."""
+    return [CaseRecord.of(r) for r in records(doc)]
+
+
+def status_sets(doc: dict) -> dict[str, set[str]]:
+    """Case ids by status: ``ok``, ``failed`` (could not be measured), ``unsupported``."""
+    out: dict[str, set[str]] = {"ok": set(), "failed": set(), "unsupported": set()}
+    for r in case_records(doc):
+        out["ok" if r.ok else "failed" if r.failed else "unsupported"].add(r.id)
+    return out
+
+
 def round_times(record: dict) -> list[float]:
     """Per-round times (s) of a measured record (per-sample time x samples per round); [] otherwise."""
-    stats = record.get("stats") or {}
-    n = stats.get("iterations") or 1
-    return [t * n for t in stats.get("data") or []]
-
-
-def throughput_samples(record: dict) -> list[float]:
-    """Per-round global throughput (samples/s) of a measured record: one over each per-sample time."""
-    stats = record.get("stats") or {}
-    return [1.0 / t for t in stats.get("data") or [] if t > 0]
+    return CaseRecord.of(record).round_times_s
 
 
 def tidy_rows(doc: dict) -> list[dict]:
@@ -392,9 +469,8 @@ def tidy_rows(doc: dict) -> list[dict]:
     """
     run_id = doc.get("run", {}).get("id")
     rows = []
-    for r in records(doc):
-        e = r["extra_info"]
-        row = {c: e.get(c) for c in COLUMNS}
+    for r in case_records(doc):
+        row = {c: r.get(c) for c in COLUMNS}
         row.update({c: v for c, v in COLUMN_DEFAULTS.items() if row.get(c) is None})
         row.update({c: bool(row.get(c)) for c in BOOL_COLUMNS})
         for c in LIST_COLUMNS:

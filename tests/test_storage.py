@@ -54,7 +54,7 @@ def test_round_trip_and_tidy_rows(tmp_path):
     assert rows["mlp-train-gpu1-tf32-b64"]["samples_per_s"] is None  # unknown is empty, never 0
     assert rows["mlp-train-cpu-fp32-b64"]["samples_per_s"] == 6400.0
     assert list(rows["mlp-train-cpu-fp32-b64"]) == storage.COLUMNS
-    assert storage.throughput_samples(d["benchmarks"][0])[0] == pytest.approx(640 / 0.1)
+    assert storage.case_records(d)[0].throughput_samples[0] == pytest.approx(640 / 0.1)
     assert storage.round_times(d["benchmarks"][0]) == pytest.approx([0.1, 0.11, 0.09, 0.1, 0.1, 0.12])
 
 
@@ -161,3 +161,49 @@ def test_pytest_benchmark_compare_reads_results(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "Failed to load" not in out.stderr
     assert "test_case[mlp-train-cpu-fp32-b64]" in out.stdout
+
+
+def test_case_records_of_an_older_file_rebuild_every_case_from_its_fields(tmp_path):
+    """The typed record of a schema 1 file: ids built from fields match the stored ones, nothing lost."""
+    path = Path(__file__).parent / "data" / "cpu_smoke.json"
+    raw = json.loads(path.read_text())
+    d = storage.load(path)
+    recs = storage.case_records(d)
+    assert [r.id for r in recs] == [r["extra_info"]["case_id"] for r in storage.records(d)]
+    for r in recs:
+        assert r.case.id == r.id  # the id is derived from the fields, never edited
+        assert r.case.nodes == 1 and r.case.backend == "tensorflow"  # fields older files lack
+        assert r.ok == (r.status == "ok") and r.ok == bool(r.per_sample_s)
+        if r.ok:
+            assert r.samples_per_s == r.info["samples_per_s"] > 0
+            assert r.round_times_s == pytest.approx(
+                next(o["stats"]["data"] for o in raw["benchmarks"] if o["extra_info"]["case_id"] == r.id)
+            )
+            assert r.throughput_samples == pytest.approx([r.samples_per_round / t for t in r.round_times_s])
+        else:
+            assert r.samples_per_s is None and r.reason
+    sets = storage.status_sets(d)
+    assert sets["ok"] == {r.id for r in recs if r.status == "ok"} and sets["ok"]
+    assert sets["unsupported"] == {r.id for r in recs if r.status == "unsupported"} and sets["unsupported"]
+    assert not (sets["ok"] & sets["failed"]) and len(set().union(*sets.values())) == len(recs)
+
+
+def test_a_case_record_is_read_only():
+    r = storage.CaseRecord.of(measured())
+    with pytest.raises(AttributeError):
+        r.status = "error"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        r.info["samples_per_s"] = 1.0  # type: ignore[index]
+    assert r.failed is False and r.case == CASE
+
+
+def test_a_record_whose_case_fields_are_damaged_fails_to_load_in_one_line(tmp_path):
+    d = doc()
+    d["benchmarks"].append(measured())
+    d["benchmarks"][0]["extra_info"]["precision"] = "fp8"
+    path = tmp_path / "r1.json"
+    storage.write_atomic(path, d)
+    with pytest.raises(storage.ResultsError) as err:
+        storage.load(path)
+    msg = str(err.value)
+    assert str(path) in msg and "mlp-train-cpu-fp32-b64" in msg and "fp8" in msg and "\n" not in msg

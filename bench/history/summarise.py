@@ -85,15 +85,15 @@ def _r4(x: float) -> float:
     return float(f"{x:.4g}")
 
 
-def _case_line(rec: dict) -> dict:
-    e = rec["extra_info"]
+def _case_line(rec: storage.CaseRecord) -> dict:
+    e = rec.info
     out: dict = {k: e.get(k) for k in CASE_FIELDS}
     out.update({k: v for k, v in storage.COLUMN_DEFAULTS.items() if out.get(k) is None})  # older results
-    out["status"] = e.get("status")
-    if e.get("status") != "ok" or e.get("samples_per_s") is None:
-        out["reason"] = str(e.get("reason") or "")[:300]
+    out["status"] = rec.status
+    if rec.samples_per_s is None:
+        out["reason"] = rec.reason[:300]
         return out
-    samples = storage.throughput_samples(rec)
+    samples = rec.throughput_samples
     out.update(
         metric="samples_per_s",
         unit="samples/s",
@@ -143,8 +143,8 @@ def summarise(docs: list[tuple[str, dict]], testbed: str, report: str | None = N
         rid = str(doc.get("run", {}).get("id"))
         if not storage.RUN_ID_RE.match(rid):  # it names files in the store
             raise HistoryError(f"{path}: run id {rid!r} is not a plain name (letters, digits, '.', '_', '-')")
-        for rec in storage.records(doc):
-            cases[storage.case_id_of(rec)] = _case_line(rec)
+        for rec in storage.case_records(doc):
+            cases[rec.id] = _case_line(rec)
         run = doc.get("run", {})
         if run.get("runner_name") and run["runner_name"] not in runners:
             runners.append(str(run["runner_name"]))

@@ -39,9 +39,7 @@ def load_run(doc: dict, label: str | None = None) -> RunData:
             "_o", kind="stable"
         )
         table = table.drop(columns="_o").reset_index(drop=True)
-    samples: dict[str, list[float]] = {
-        storage.case_id_of(r): storage.throughput_samples(r) for r in doc.get("benchmarks", [])
-    }
+    samples: dict[str, list[float]] = {r.id: r.throughput_samples for r in storage.case_records(doc) if r.ok}
     return RunData(label or doc["run"]["id"], doc, table, samples)
 
 

@@ -56,9 +56,9 @@ def _per_node(run: RunData) -> list:
     """A cluster run's figures node by node (all-gathered by the workers onto rank 0)."""
     rows: list[list] = []
     workers = (run.doc.get("run", {}).get("cluster") or {}).get("workers", [])
-    for rec in run.doc.get("benchmarks", []):
-        e = rec["extra_info"]
-        if not e.get("per_node_host_peak_rss_bytes"):
+    for rec in storage.case_records(run.doc):
+        e = rec.info
+        if not rec.ok or not e.get("per_node_host_peak_rss_bytes"):
             continue
         for i, rss in enumerate(e["per_node_host_peak_rss_bytes"]):
             rows.append(
@@ -79,11 +79,7 @@ def _per_node(run: RunData) -> list:
 
 def _power_charts(run: RunData) -> list:
     """Power over time per GPU for the headline cases first, at most MAX_POWER_CHARTS."""
-    recs = {
-        storage.case_id_of(r): r
-        for r in run.doc.get("benchmarks", [])
-        if (r["extra_info"].get("telemetry") or {}).get("gpus")
-    }
+    recs = {r.id: r for r in storage.case_records(run.doc) if r.ok and (r.get("telemetry") or {}).get("gpus")}
     first = []
     for h in analysis.headline(run):
         first += [h["best_case"], h["gpu1_best"][0], h["multi_best"][0]]
@@ -91,7 +87,7 @@ def _power_charts(run: RunData) -> list:
     idle_all = run.doc["run"].get("idle_power_w") or {}
     blocks: list = []
     for cid in order[:MAX_POWER_CHARTS]:
-        gpus = recs[cid]["extra_info"]["telemetry"]["gpus"]
+        gpus = recs[cid].info["telemetry"]["gpus"]
         traces = {
             g.get("pci_bus_id", "") or g.get("uuid", ""): [tuple(p) for p in g["power_trace"]]
             for g in gpus
