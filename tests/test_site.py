@@ -50,6 +50,10 @@ def test_every_page_is_built_and_links_stay_inside_the_site(site):
     for rel in ("index.html", "regressions.html", "regressions.xml", "method.html", "history.csv", "index.json"):
         assert (site / rel).is_file(), rel
     assert (site / "trends" / "cpu-dev.html").is_file() and (site / "nights" / "cpu-dev.html").is_file()
+    # the method page shows the one method text (docs/method.md's "In short")
+    from bench import method
+
+    assert method.html_list() in (site / "method.html").read_text()
     for page in site.rglob("*.html"):
         text = page.read_text()
         assert not re.search(r'(href|src)="(https?:)?//', text) and "<script" not in text, page  # nothing fetched

@@ -16,19 +16,23 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from bench import method
 from bench.report.numbers import human
 
 
 @lru_cache(maxsize=1)
 def env() -> jinja2.Environment:
     """The template environment (autoescape on for .html and .xml, undefined names are errors)."""
-    return jinja2.Environment(
+    e = jinja2.Environment(
         loader=jinja2.PackageLoader("bench", "templates"),
         autoescape=jinja2.select_autoescape(["html", "xml"], default_for_string=True, default=True),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    # the method in short, one text for the report, the site and docs/method.md (escaped there)
+    e.globals["method_list"] = Markup(method.html_list())
+    return e
 
 
 def render(template: str, **context: Any) -> str:

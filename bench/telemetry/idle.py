@@ -42,6 +42,7 @@ class Idle:
 
 
 IDLE_PSTATE = 8  # P8 and above: the idle states
+MIN_IDLE_S = 5.0  # the shortest idle window: the energy counter's 10-100 ms steps stay <= 2% of it
 
 
 def _settle(src: NvidiaGPUs, max_s: float, clock: Callable[[], float], sleep: Callable[[float], None]) -> float:
@@ -73,7 +74,7 @@ def idle_power(
     """
     clock = clock or time.monotonic
     sleep = sleep or time.sleep
-    seconds = max(5.0, seconds)
+    seconds = max(MIN_IDLE_S, seconds)
     try:
         src = NvidiaGPUs(gpus)
     except (NVMLUnavailable, MetricUnsupported, GPULost):
