@@ -93,8 +93,24 @@ def lso(optimizer_cls, bad_replica):
     return {"v": [x if math.isfinite(x) else str(x) for x in local], "scale": float(opt.dynamic_scale.numpy())}
 
 
+def misplaced():
+    """A two-device case whose model and data sit on one device only (what a silent fallback
+    looks like): the placement check must fail it, naming where things are."""
+    one = tf.distribute.OneDeviceStrategy(NAMES[0])
+    try:
+        b = measure.build_case(Case("mlp", "train", "cpu", 2, True, "fp32", False, 64), "smoke", one, NAMES[:1])
+        out = b.step()
+        measure.check_placement(one, b, out, NAMES, True)
+        return "passed"
+    except measure.PlacementError as e:
+        return f"PlacementError: {e}"
+    finally:
+        keras.backend.clear_session()
+
+
 def main():
     out = {
+        "misplaced": misplaced(),
         "xla_train": {
             f"{w}-{p}": xla_training(w, p, b)
             for w, b in (("mlp", 64), ("cnn", 4))

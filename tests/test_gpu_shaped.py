@@ -51,3 +51,11 @@ def test_loss_scaling_applies_finite_steps(shaped):
 def test_keras_own_loss_scaling_still_misses_replica_1(shaped):
     # why SyncedLossScaleOptimizer exists: if this starts failing, Keras fixed it upstream
     assert shaped["lso"]["LossScaleOptimizer-1"] == {"v": ["-inf", "-inf"], "scale": 32768.0}
+
+
+def test_a_case_whose_model_and_data_sit_on_one_of_its_two_devices_fails_the_placement_check(shaped):
+    # the worker records any exception of a case as its status and reason: this one as an error
+    # with the devices named, never as a measured two-device figure
+    msg = shaped["misplaced"]
+    assert msg.startswith("PlacementError: expected variables, data and compute on [('CPU', 0), ('CPU', 1)]"), msg
+    assert "variables on [('CPU', 0)]" in msg and "data on [('CPU', 0)]" in msg
