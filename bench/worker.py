@@ -15,11 +15,13 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench import protocol
+from bench.cases import Case
+from bench.coordination import coordinator
 from bench.precision import PrecisionSpec
 from bench.protocol import WorkerPlan
 
@@ -49,15 +51,14 @@ class WorkerSession:
         self.probes: dict[str, Any] = {}
         self.skip: set[str] = set()
         self.setup_error: str | None = None
-        self.cluster: Mapping[str, Any] = plan.cluster or {}  # empty: not a cluster run
+        self.coord = coordinator(plan)  # alone, or one node of a cluster
         self.backend = plan.backend
         self.heartbeat(None, f"starting {'JAX' if self.backend == 'jax' else 'TensorFlow'}")
         try:
             self._setup()
         except Exception as e:  # every case of this worker fails with the reason, none is lost
             self.setup_error = f"worker setup failed: {_tail(e)}"
-            if self.cluster:  # the other nodes cannot go on without this one: stop the run here
-                self.fatal(f"rank {self.cluster['rank']}: {self.setup_error}")
+            self.coord.setup_failed(self.setup_error, self.fatal)
 
     def _setup(self) -> None:
         from bench import loop, telemetry
@@ -73,9 +74,8 @@ class WorkerSession:
         else:
             from bench.backends.tf_backend import TFBackend
 
-            self.be = TFBackend(self.device, gpu, cluster=bool(self.cluster))
-        if self.cluster:
-            self._setup_cluster()
+            self.be = TFBackend(self.device, gpu, cluster=self.plan.cluster is not None)
+        self.skip = self.coord.join(self.be, self.plan, lambda phase: self.heartbeat(None, phase), self.fatal)
         self.names = self.be.names
         self.host = telemetry.HostMonitor()
         if self.device.kind == "cpu":
@@ -90,39 +90,15 @@ class WorkerSession:
         else:
             self.gpus = telemetry.open_gpus(list(range(1 if self.device.virtual else self.device.count)))
 
-    def _setup_cluster(self) -> None:
-        """MultiWorkerMirroredStrategy from TF_CONFIG, created before anything else runs; plans compared."""
-        from bench import multiworker
-
-        self.heartbeat(None, f"joining the cluster as rank {self.cluster['rank']} of {self.cluster['world']}")
-        self.strategy, all_reduce = multiworker.make_strategy(self.device)
-        self.mw = multiworker
-        self.be.set_strategy(self.strategy, all_reduce, self.strategy.extended.worker_devices)  # type: ignore[attr-defined]
-        ids = self.plan.ids
-        v = self.be.versions()
-        mine = self.plan.fingerprint((v["tensorflow"], v["keras"]))
-        seen = [int(v) for v in multiworker.gather_rows(self.strategy, [float(mine)])[:, 0]]
-        if len(set(seen)) > 1:
-            odd = [r for r, v in enumerate(seen) if v != seen[0]]
-            self.fatal(
-                f"nodes disagree on the plan (cases, profile, timing, devices or TensorFlow/Keras versions): "
-                f"rank(s) {odd} differ from rank 0; run the same accelbench command and versions on every node"
-            )
-        # on --resume only rank 0 knows which cases an earlier attempt finished: agree on its list
-        mine_skip = set(self.plan.skip)
-        agreed = multiworker.gather_rows(self.strategy, [1.0 if i in mine_skip else 0.0 for i in ids])[0]
-        self.skip = {i for i, m in zip(ids, agreed) if m == 1.0}
-
     def fatal(self, message: str) -> None:
         """Tell the parent (one line, exit 2 there) and leave at once."""
         self.spool.send(protocol.Fatal(message))
         os._exit(2)
 
     def close(self) -> None:
-        """In a cluster: a last barrier, so no worker leaves while another still needs it."""
-        if self.cluster and not self.setup_error:
-            self.heartbeat(None, "final barrier")
-            self.mw.barrier(self.strategy)
+        """Before the process ends (in a cluster: a last barrier, so no worker leaves while another still needs it)."""
+        if not self.setup_error:
+            self.coord.close(lambda phase: self.heartbeat(None, phase))
 
     def heartbeat(self, case_id: str | None, phase: str) -> None:
         """Tell the parent what this worker is doing now (progress for its watchdog and bar)."""
@@ -168,12 +144,12 @@ class WorkerSession:
         except Exception as e:  # a failing case is data; the run goes on
             if self.be.is_oom(e):
                 info.update(status="oom", reason=_tail(e))
-            elif self.cluster and self.mw.is_peer_failure(e):
+            elif self.coord.peer_failed(e):
                 # another worker died: the cluster cannot recover (no rejoin). This case is the
                 # casualty; the rest stay unrecorded, so --resume runs them.
                 info.update(
                     status="error",
-                    reason=f"a peer worker failed; rank {self.cluster['rank']} saw: {_tail(e)}",
+                    reason=f"a peer worker failed; rank {self.coord.rank} saw: {_tail(e)}",
                     peer_failure=True,
                 )
                 self.spool.send(protocol.Record(records.unmeasured(case, info)))
@@ -191,38 +167,56 @@ class WorkerSession:
         else:
             record = records.unmeasured(case, info)
         self.spool.send(protocol.Record(record))
-        if self.cluster and info["status"] != "ok":
-            # the other workers are still inside this case's collectives: going on to the next
-            # case would desynchronise them. Leave; they see a peer failure and stop too.
+        if info["status"] != "ok" and self.coord.leave_after_failure():
+            # a cluster's other workers are still inside this case's collectives: going on to the
+            # next case would desynchronise them. Leave; they see a peer failure and stop too.
             os._exit(3)
         if info["status"] != "ok":
             pytest.fail(f"{case_id}: {info['status']}: {info['reason']}", pytrace=False)
 
-    def _measure(self, case: Any, benchmark: Any, info: dict) -> dict:
-        from bench import stats
-
-        be, loop, cid = self.be, self.loop, case.id
+    def _measure(self, case: Case, benchmark: Any, info: dict) -> dict:
+        """A case's phases in order, each a small step: peak, build, first step, warm-up, rounds, after."""
         if getattr(benchmark, "disabled", False):  # it would time nothing and return no statistics
             raise RuntimeError("pytest-benchmark is disabled in this worker (--benchmark-disable or xdist)")
-        spec = case.precision_spec  # derived once: policy, TF32, probe dtype, loss scaling
-        probe = self._probe(cid, spec)
+        out = self._peak(case)
+        info["math_mode"] = self.be.apply_precision(case.precision_spec, case.device_kind)
+        built, first = self._build(case, out)
+        out.update(self.be.check_placement(built, first))
+        info["all_reduce"] = self.be.all_reduce_used(built)
+        out.update(self._warm_up(case, built))
+        timed = self._timed(case, built, benchmark)
+        out.update(self.loop.summarize(case, timed.round_times_s, timed.k))
+        self.be.check_placement(built, timed.last)  # still where it was: nothing moved or recompiled in the rounds
+        out.update(self._after(case, built, timed.last))
+        out.update(_peaks(self.be.memory_peaks(self._virtual_cpu), "device_peak_mem"))
+        achieved = info["flops_per_sample"] * out["samples_per_s"] / 1e12
+        out["achieved_tflops"] = achieved
+        out["mfu_measured"] = achieved / out["peak_tflops_measured"] if out["peak_tflops_measured"] else None
+        samples = case.global_batch * timed.k * timed.rounds
+        out.update(self.telemetry.derive(timed.window, samples, self._idle_w()))
+        out.update(self.coord.gather(out, samples))
+        return out
+
+    def _peak(self, case: Case) -> dict:
+        """The matmul peak in the case's precision (once per precision and worker), for every chip of the case."""
+        probe = self._probe(case.id, case.precision_spec)  # the spec: policy, TF32, probe dtype, loss scaling
         # the peak of every chip of the case, on every node: the throughput it is set against is global
-        out: dict = {
+        return {
             "peak_tflops_per_device": probe.tflops,
             "peak_tflops_measured": probe.tflops * case.physical_devices,
             "probe_n": probe.n,
             "probe_dtype": probe.dtype,
         }
-        info["math_mode"] = be.apply_precision(spec, case.device_kind)
+
+    def _build(self, case: Case, out: dict) -> tuple[Any, Any]:
+        """Model, data and step; the first call timed as the compile (or the first step, when compiled ahead)."""
+        be = self.be
         self.host.reset_peak()
         be.reset_memory()
-        self.heartbeat(cid, "building")
+        self.heartbeat(case.id, "building")
         built = be.build(case, self.plan.profile)
-        out["params"] = built.params
-        out["xla_scope"] = built.xla_scope
-        out.update(built.extra)
-
-        self.heartbeat(cid, "compiling" if built.compile_s is None else "first step")
+        out.update(params=built.params, xla_scope=built.xla_scope, **built.extra)
+        self.heartbeat(case.id, "compiling" if built.compile_s is None else "first step")
         t0 = time.perf_counter()
         first = built.step()
         be.sync()
@@ -230,41 +224,35 @@ class WorkerSession:
             out["compile_s"] = time.perf_counter() - t0
         else:  # compiled ahead of time; the first call is only a (cold) step
             out["compile_s"], out["first_step_s"] = built.compile_s, time.perf_counter() - t0
-        out.update(be.check_placement(built, first))
-        info["all_reduce"] = be.all_reduce_used(built)
+        return built, first
 
-        self.heartbeat(cid, "warm-up")
+    def _warm_up(self, case: Case, built: Any) -> dict:
+        """Warm-up steps; the compile-time memory peak, then the allocator's peak reset for the steady state."""
+        be = self.be
+        self.heartbeat(case.id, "warm-up")
         for _ in range(self.timing.warmup_steps):
             built.step()
         be.sync()
         # the compile-time peak (autotune scratch, XLA's compiler) is its own figure; the
         # steady-state peak is measured from here on
-        out.update(_peaks(be.memory_peaks(self._virtual_cpu), "device_peak_mem_compile"))
+        out = _peaks(be.memory_peaks(self._virtual_cpu), "device_peak_mem_compile")
         if be.memory_note():
             out["device_peak_mem_note"] = be.memory_note()
         be.reset_memory()
+        return out
 
+    def _timed(self, case: Case, built: Any, benchmark: Any) -> Timed:
+        """Calibrate K steps per round, then the timed rounds inside one telemetry window."""
+        be, cid = self.be, case.id
         self.heartbeat(cid, "calibrating")
-        n, t0 = 0, time.perf_counter()
-        if self.cluster:  # a step count every worker shares, then the slowest worker's step time
-            for _ in range(5):
-                built.step()
-                be.sync()
-            n = 5
-            step_s = self.mw.agree_max(self.strategy, (time.perf_counter() - t0) / n)
-        else:
-            while n < 2 or (time.perf_counter() - t0 < min(0.2, self.timing.min_round_s) and n < 1000):
-                built.step()
-                be.sync()
-                n += 1
-            step_s = (time.perf_counter() - t0) / n
-        k, rounds = loop.plan_rounds(step_s, self.timing)
 
+        def step_and_sync() -> None:
+            built.step()
+            be.sync()
+
+        k, rounds = self.loop.plan_rounds(self.coord.calibrate(step_and_sync, self.timing), self.timing)
         window = self.telemetry.Window(
-            self.gpus,
-            self.host,
-            interval_s=self.plan.sampler_interval_s,
-            threaded=self.plan.sampler,
+            self.gpus, self.host, interval_s=self.plan.sampler_interval_s, threaded=self.plan.sampler
         )
         done = [0]
 
@@ -274,58 +262,37 @@ class WorkerSession:
 
         window.begin()
         try:
-            barrier = (lambda: self.mw.barrier(self.strategy)) if self.cluster and case.mode == "infer" else None
-            last = loop.timed_rounds(
-                built.step, be.sync, k, rounds, benchmark.pedantic, setup=between_rounds, barrier=barrier
+            last = self.loop.timed_rounds(
+                built.step,
+                be.sync,
+                k,
+                rounds,
+                benchmark.pedantic,
+                setup=between_rounds,
+                barrier=self.coord.round_barrier(case.mode),
             )
         finally:
             window.stop()
-        meas = window.end()
-        out.update(loop.summarize(case, benchmark.stats.stats.data, k))
-        be.check_placement(built, last)  # still where it was: nothing moved or recompiled in the rounds
+        return Timed(k, rounds, tuple(benchmark.stats.stats.data), last, window.end())
+
+    def _after(self, case: Case, built: Any, last: Any) -> dict:
+        """Training: the final loss must be finite. Inference: per-batch latency percentiles."""
+        from bench import stats
 
         if case.mode == "train":
-            loss = be.final_loss(last)
-            out["loss_final"] = loss
+            loss = self.be.final_loss(last)
             if not math.isfinite(loss):
-                raise loop.NumericsError(f"loss is {loss} after the timed rounds")
-        else:
-            self.heartbeat(cid, "latency")
-            # a fixed count in a cluster (no collective here, but every worker leaves together)
-            budget = float("inf") if self.cluster else self.timing.case_budget_s / 4
-            lat = loop.latencies(built.step, be.sync, self.timing.latency_steps, budget)
-            out.update(
-                latency_p50_s=stats.percentile(lat, 50),
-                latency_p90_s=stats.percentile(lat, 90),
-                latency_p99_s=stats.percentile(lat, 99),
-                latency_samples=len(lat),
-            )
-
-        out.update(_peaks(be.memory_peaks(self._virtual_cpu), "device_peak_mem"))
-        achieved = info["flops_per_sample"] * out["samples_per_s"] / 1e12
-        out["achieved_tflops"] = achieved
-        out["mfu_measured"] = achieved / out["peak_tflops_measured"] if out["peak_tflops_measured"] else None
-        samples = case.global_batch * k * rounds
-        out.update(self.telemetry.derive(meas, samples, self._idle_w()))
-        if self.cluster:
-            out.update(self._gather_nodes(out, samples))
-        return out
-
-    def _gather_nodes(self, out: dict, samples: int) -> dict:
-        """Per-node energy, peak memory and host RSS, all-gathered; energy is the nodes' sum."""
-        keys = ("energy_j", "device_peak_mem_bytes", "host_peak_rss_bytes", "power_mean_w")
-        rows = self.mw.gather_rows(self.strategy, [float("nan") if out.get(k) is None else float(out[k]) for k in keys])
-        per = {f"per_node_{k}": [None if math.isnan(v) else v for v in rows[:, i]] for i, k in enumerate(keys)}
-        energy = per["per_node_energy_j"]
-        total = sum(energy) if all(e is not None for e in energy) else None  # type: ignore[arg-type]
+                raise self.loop.NumericsError(f"loss is {loss} after the timed rounds")
+            return {"loss_final": loss}
+        self.heartbeat(case.id, "latency")
+        lat = self.loop.latencies(
+            built.step, self.be.sync, self.timing.latency_steps, self.coord.latency_budget_s(self.timing)
+        )
         return {
-            **per,
-            "energy_j": total,
-            "energy_j_per_sample": total / samples if total else None,
-            "samples_per_joule": samples / total if total else None,
-            "cluster_rank": self.cluster["rank"],
-            "cluster_world": self.cluster["world"],
-            "cluster_hosts": sorted(set(h.rsplit(":", 1)[0] for h in self.cluster["workers"])),
+            "latency_p50_s": stats.percentile(lat, 50),
+            "latency_p90_s": stats.percentile(lat, 90),
+            "latency_p99_s": stats.percentile(lat, 99),
+            "latency_samples": len(lat),
         }
 
     @property
@@ -337,6 +304,17 @@ class WorkerSession:
         vals = [idle.get(g.uuid) for g in getattr(self.gpus, "gpus", [])]
         known = [v for v in vals if v is not None]
         return sum(known) if vals and len(known) == len(vals) else None
+
+
+@dataclass(frozen=True)
+class Timed:
+    """The timed rounds of one case: K steps per round, round times, the last output, telemetry."""
+
+    k: int
+    rounds: int
+    round_times_s: tuple[float, ...]
+    last: Any
+    window: Any  # the telemetry window's measurement
 
 
 def _peaks(per_device: list[int | None], name: str) -> dict:

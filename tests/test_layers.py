@@ -52,6 +52,7 @@ FLOORS = {
     "bench.worker": 2,
     "bench.pytest_plugin": 2,
     "bench.overhead_check": 2,
+    "bench.coordination": 2,
     # 3: running a plan, reading its results
     "bench.runner": 3,
     "bench.check": 3,

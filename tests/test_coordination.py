@@ -1,0 +1,55 @@
+"""The worker's coordinator: what a lone worker does, and where a cluster's worker differs.
+
+The cluster's collectives (join, agree, gather, barrier) run for real in tests/test_multinode.py
+over loopback; here, the decisions that need no TensorFlow.
+"""
+
+import pytest
+
+from bench.cases import Case, DeviceConfig
+from bench.coordination import CALIBRATION_STEPS, ClusterCoordinator, Solo, coordinator
+from bench.profiles import timing
+from bench.protocol import WorkerPlan
+
+CLUSTER = {"launcher": "tf_config", "rank": 1, "world": 2, "workers": ["a:1", "b:1"]}
+
+
+def _plan(cluster=None):
+    case = Case("mlp", "train", "cpu", 1, False, "fp32", False, 64, nodes=2 if cluster else 1)
+    return WorkerPlan("r", "smoke", DeviceConfig("cpu"), timing("smoke"), (case,), cluster=cluster)
+
+
+def test_the_plan_picks_the_coordinator():
+    assert type(coordinator(_plan())) is Solo
+    c = coordinator(_plan(CLUSTER))
+    assert isinstance(c, ClusterCoordinator) and c.rank == 1
+
+
+def test_a_lone_worker_calibrates_on_its_own_steps_and_keeps_going_after_a_failure():
+    solo, calls = Solo(), []
+    t = timing("smoke")
+    step_s = solo.calibrate(lambda: calls.append(1), t)
+    assert len(calls) >= 2 and step_s > 0
+    assert solo.round_barrier("infer") is None and solo.round_barrier("train") is None
+    assert solo.latency_budget_s(t) == t.case_budget_s / 4
+    assert solo.gather({"energy_j": 1.0}, 10) == {}
+    assert solo.peer_failed(RuntimeError("x")) is False and solo.leave_after_failure() is False
+    assert solo.join(None, _plan(), lambda p: None, lambda m: None) == set()
+    said = []
+    solo.setup_failed("worker setup failed: boom", said.append)
+    assert said == []  # alone: every case records the error, the run is not ended
+
+
+def test_a_cluster_worker_ends_the_run_on_setup_failure_and_leaves_after_a_failed_case():
+    c = ClusterCoordinator(CLUSTER)
+    said = []
+    c.setup_failed("worker setup failed: boom", said.append)
+    assert said == ["rank 1: worker setup failed: boom"]
+    assert c.leave_after_failure() is True
+    assert c.latency_budget_s(timing("smoke")) == float("inf")  # a fixed count: every node leaves together
+    assert c.round_barrier("train") is None  # training's all-reduce already joins the nodes each step
+    assert callable(c.round_barrier("infer"))
+    # not joined (setup failed before the strategy): no peer to blame, no final barrier to wait on
+    assert c.peer_failed(RuntimeError("socket closed")) is False
+    c.close(lambda p: pytest.fail("a worker that never joined must not wait on a barrier"))
+    assert CALIBRATION_STEPS >= 2
