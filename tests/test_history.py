@@ -15,7 +15,8 @@ from bench.history import simulate
 from bench.history import summarise as summarise_mod
 from bench.history.changepoints import change_points
 from bench.history.detect import judge_case, judge_testbed
-from bench.history.store import Annotation, Rule, Store, Thresholds
+from bench.history.rules import Annotation, Rule, Thresholds
+from bench.history.store import Store
 from bench.history.summarise import HistoryError, fingerprint, resolve_testbed, summarise
 from bench.merge import merge
 

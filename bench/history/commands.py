@@ -109,7 +109,8 @@ def cmd_check(a: argparse.Namespace) -> int:
 
 def cmd_annotate(a: argparse.Namespace) -> int:
     """Append one annotation."""
-    from bench.history.store import Annotation, Store
+    from bench.history.rules import Annotation
+    from bench.history.store import Store
 
     store = Store(a.store)
     store.annotate(
@@ -138,7 +139,7 @@ def cmd_simulate(a: argparse.Namespace) -> int:
         raise UserError("--cv in (0, 0.5), --step in [0, 1), --nights >= 20")
     from dataclasses import asdict, replace
 
-    from bench.history.store import Rule, check_rule
+    from bench.history.rules import Rule, check_rule
 
     given = {k: v for k, v in (("k", a.k), ("delta", a.delta), ("confirm", a.confirm)) if v is not None}
     check_rule({**asdict(Rule()), **given}, "simulate")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bench.history.store import Annotation, Rule, Thresholds
+from bench.history.rules import Annotation, Rule, Thresholds
 from bench.history.summarise import FAILED, new_segment
 
 MAD_SIGMA = 1.4826

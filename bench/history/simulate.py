@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bench.history.detect import judge_testbed
-from bench.history.store import Rule, Thresholds
+from bench.history.rules import Rule, Thresholds
 
 
 def series(n_series: int, nights: int, cv: float, step: float, step_at: int, seed: int) -> np.ndarray:
