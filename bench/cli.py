@@ -177,7 +177,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
         cluster = cluster_mod.resolve(a.cluster, os.environ, a.cluster_port)
         a.run_id = a.resume or cluster_mod.run_id(a.run_id, cluster, os.environ)
-    from bench.runner import results_path
+    from bench.provenance import results_path
 
     if a.run_id:
         results_path(a.results_dir, a.run_id)  # a plain name, checked before anything starts

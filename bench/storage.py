@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from bench.cases import Case
+from bench.columns import BOOL_COLUMNS, COLUMN_DEFAULTS, COLUMNS, LIST_COLUMNS
 from bench.errors import UserError
 
 SUITE_NODE = "bench/suite.py::test_case"
@@ -40,97 +41,6 @@ FORMAT = "accelbench-results"
 
 MEASURED_STATUSES = ("ok",)
 STATUSES = ("ok", "unsupported", "numerics", "oom", "timeout", "error")
-
-CASE_COLUMNS = [
-    "run_id",
-    "case_id",
-    "workload",
-    "mode",
-    "device_kind",
-    "device_count",
-    "virtual",
-    "precision",
-    "math_mode",
-    "xla",
-    "per_replica_batch",
-    "global_batch",
-    "status",
-    "reason",
-    "nodes",  # after the contract's first 14 columns: 1, or the number of nodes of a cluster run
-    "backend",  # tensorflow | jax (older results: tensorflow)
-    "parallelism",  # data | model (older results: data)
-]
-# what a column means in results written before it existed
-COLUMN_DEFAULTS = {"nodes": 1, "backend": "tensorflow", "parallelism": "data"}
-# columns that hold True/False on every row (never empty), so pandas reads them as bool
-BOOL_COLUMNS = ("virtual", "xla", "unstable", "busy")
-# columns with one value per device: in the CSV, the values joined by ";" (empty where not measured)
-LIST_COLUMNS = ("device_peak_mem_per_device_bytes",)
-FIGURE_COLUMNS = [
-    "params",
-    "flops_per_sample",
-    "samples_per_s",
-    "samples_per_s_ci_low",
-    "samples_per_s_ci_high",
-    "step_time_median_s",
-    "step_time_p90_s",
-    "step_time_cv",
-    "rounds",
-    "steps_per_round",
-    "compile_s",
-    "achieved_tflops",
-    "peak_tflops_measured",
-    "device_peak_mem_bytes",
-    "host_peak_rss_bytes",
-    # beyond the contract
-    "step_time_min_s",
-    "step_time_p50_s",
-    "step_time_p99_s",
-    "unstable",
-    "mfu_measured",
-    "latency_p50_s",
-    "latency_p90_s",
-    "latency_p99_s",
-    "loss_final",
-    "intra_op_threads",
-    "inter_op_threads",
-    "all_reduce",
-    "device_peak_mem_per_device_bytes",
-    "xla_scope",
-    "device_peak_mem_compile_bytes",
-    # the JAX backend: compile ahead of time, then a first (cold) step; what the model split covered
-    "first_step_s",
-    "model_parallel_split_fraction",
-    "xla_flops_per_device_step",
-]
-TELEMETRY_COLUMNS = [
-    "energy_j",
-    "energy_j_per_sample",
-    "samples_per_joule",
-    "energy_above_idle_j",
-    "power_mean_w",
-    "power_max_w",
-    "idle_power_w",
-    "gpu_util_mean_pct",
-    "sm_clock_mhz_median",
-    "temp_max_c",
-    "throttle_reasons",
-    "gpu_telemetry",
-    "nvml_memory_used_bytes",
-    "host_cpu_util_pct",
-    "cpu_energy_j",
-    "cpu_energy_reason",
-    "process_cpu_util_pct",
-    "energy_source",
-    "telemetry_window_s",
-    "clock_events_info",
-    # the busy-machine witness: other processes' share of all cores during the timed rounds,
-    # other processes computing on the case's GPUs, and the flag derived from both
-    "other_cpu_pct",
-    "other_gpu_processes",
-    "busy",
-]
-COLUMNS = CASE_COLUMNS + FIGURE_COLUMNS + TELEMETRY_COLUMNS
 
 
 class ResultsError(UserError):

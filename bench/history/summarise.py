@@ -13,12 +13,12 @@ import json
 import re
 from datetime import datetime, timezone
 
-from bench import storage
+from bench import columns, storage
 from bench.errors import UserError
 
 TESTBED_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 FAILED = ("numerics", "oom", "timeout", "error")  # a case that ran and broke (unsupported is not a failure)
-CASE_FIELDS = [c for c in storage.CASE_COLUMNS if c not in ("run_id", "case_id", "status", "reason")]
+CASE_FIELDS = [c for c in columns.CASE_COLUMNS if c not in ("run_id", "case_id", "status", "reason")]
 
 
 class HistoryError(UserError):
