@@ -95,26 +95,6 @@ def make_strategy(device: DeviceConfig, names: Sequence[str]) -> tuple[tf.distri
     return tf.distribute.MirroredStrategy(devices=list(names), cross_device_ops=ops), type(ops).__name__
 
 
-def gpu_bus_ids() -> list[str]:
-    """PCI bus ids of the GPUs TensorFlow created in this process, in its order.
-
-    Deduplicated (logical splits of one GPU share its id); [] where TensorFlow does not say.
-    """
-    from bench.tfprobe import tf_gpu_descs
-
-    try:
-        descs = tf_gpu_descs()
-    except Exception:  # the mapping falls back to the probe's bus ids
-        return []
-    out: list[str] = []
-    for d in descs:
-        if not d["pci_bus_id"]:
-            return []
-        if d["pci_bus_id"] not in out:
-            out.append(d["pci_bus_id"])
-    return out
-
-
 _LOCAL_DEVICES: list[str] = []  # set under MultiWorkerMirroredStrategy: sync only this worker's devices
 
 

@@ -83,7 +83,7 @@ class WorkerSession:
             self.gpus: Any = telemetry.EmptyGPUs(f"CPU case, no GPU used (NVML: {status})")
             self.bus_ids: list[str] = []
             return
-        # map TensorFlow's GPUs to NVML by the PCI bus ids TensorFlow itself reports
+        # the case's GPUs (and only those) to NVML by PCI bus id: the ones the plan gave this worker
         self.bus_ids = self.be.gpu_bus_ids() or list(gpu.get("pci_bus_ids") or [])
         if self.bus_ids:
             self.gpus = telemetry.open_gpus_by_bus_id(self.bus_ids)

@@ -1,6 +1,8 @@
 """The backend axis without importing JAX: planner rules, ids, worker environments, precision mapping, layouts."""
 
 import dataclasses
+import json
+import subprocess
 import sys
 
 import pytest
@@ -197,3 +199,38 @@ def test_the_parent_side_imports_no_framework():
         "bad=[m for m in ('tensorflow','jax') if m in sys.modules]; assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+TF_GPU1_METERING = """
+import json, sys
+sys.path.insert(0, "tests")
+from fake_nvml import Clock, FakeGPU, FakeNVML
+import bench.telemetry.nvml as n
+gpus = [FakeGPU(uuid=f"GPU-{i}", bus_id=f"00000000:{0x10 + i:02X}:00.0") for i in range(4)]
+n.pynvml = FakeNVML(gpus, Clock(0.0))  # the hardware boundary: a 4-GPU box
+import bench.tfprobe as tp
+# what TensorFlow's device_lib says on such a box whatever set_visible_devices chose: every GPU
+tp.tf_gpu_descs = lambda: [
+    {"cuda_ordinal": i, "name": g.name, "pci_bus_id": g.bus_id, "compute_capability": [9, 0]}
+    for i, g in enumerate(gpus)
+]
+from bench.cases import Case, DeviceConfig
+from bench.profiles import timing
+from bench.protocol import WorkerPlan
+from bench.worker import WorkerSession
+case = Case("mlp", "train", "gpu", 1, False, "fp32", False, 64)
+plan = WorkerPlan("r", "smoke", DeviceConfig("gpu", 1), timing("smoke"), (case,),
+    gpu={"cuda_ordinals": [2], "pci_bus_ids": [gpus[2].bus_id], "memory_total_bytes": gpus[2].memory_total})
+s = WorkerSession(plan, None)
+print(json.dumps({"error": s.setup_error, "bus_ids": s.bus_ids, "metered": [g.pci_bus_id for g in s.gpus.gpus]}))
+"""
+
+
+@pytest.mark.slow
+def test_a_tensorflow_gpu1_worker_meters_its_one_gpu_not_the_machines_four():
+    """gpu-review-2 finding 1: the bus ids came from device_lib, which lists every GPU of the machine."""
+    r = subprocess.run([sys.executable, "-c", TF_GPU1_METERING], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["error"] is None
+    assert out["bus_ids"] == ["00000000:12:00.0"] and out["metered"] == ["0000:12:00.0"]  # the plan's GPU only
