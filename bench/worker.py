@@ -83,7 +83,9 @@ class WorkerSession:
             self.gpus: Any = telemetry.EmptyGPUs(f"CPU case, no GPU used (NVML: {status})")
             self.bus_ids: list[str] = []
             return
-        # the case's GPUs (and only those) to NVML by PCI bus id: the ones the plan gave this worker
+        # the case's GPUs (and only those) to NVML by PCI bus id: JAX names the ones it opened; for
+        # TensorFlow, the plan's, probed for exactly the worker's CUDA ordinals (device_lib's listing
+        # would name every GPU of the machine: it ignores set_visible_devices, gpu-review-2 finding 1)
         self.bus_ids = self.be.gpu_bus_ids() or list(gpu.get("pci_bus_ids") or [])
         if self.bus_ids:
             self.gpus = telemetry.open_gpus_by_bus_id(self.bus_ids)

@@ -28,10 +28,6 @@ class TFBackend(Backend):
     ):
         gpu = gpu_plan or {}
         self.device = device
-        # the GPUs this worker was given, by bus id, as the parent's probe saw them for exactly these
-        # CUDA ordinals: TensorFlow's own device_lib listing would name every GPU of the machine
-        # (it ignores set_visible_devices; gpu-review-2 finding 1)
-        self.bus_ids = [str(b) for b in gpu.get("pci_bus_ids") or []][: 1 if device.virtual else device.count]
         self.names = measure.configure_devices(device, gpu.get("memory_total_bytes"), gpu.get("cuda_ordinals"))
         self.strategy: Any = None
         if not cluster:  # a cluster worker's strategy comes from bench.multiworker (set_strategy)
@@ -84,9 +80,6 @@ class TFBackend(Backend):
 
     def is_oom(self, e: BaseException) -> bool:
         return isinstance(e, tf.errors.ResourceExhaustedError)
-
-    def gpu_bus_ids(self) -> list[str]:
-        return list(self.bus_ids)
 
     def end_case(self) -> None:
         keras.config.set_dtype_policy("float32")
