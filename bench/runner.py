@@ -17,11 +17,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import __version__, backends, protocol, records, storage
+from bench import __version__, backends, protocol, records, storage, watchdog
 from bench.cases import Case, DeviceConfig
 from bench.cluster import Cluster
 from bench.devices import Machine
@@ -31,6 +30,17 @@ from bench.protocol import WorkerPlan
 from bench.provenance import ci_context, commit_info, machine_info, new_run_id, now, results_path
 from bench.telemetry import gpus as nvml
 from bench.telemetry.idle import idle_power
+from bench.watchdog import (
+    NCCL_HINT,
+    RELEASE_WAIT_S,
+    STALLS_IN_A_ROW,
+    ClusterFailed,
+    WorkerEnd,
+    die_with_parent,
+    kill_worker,
+    log_tail,
+    multi_gpu,
+)
 from workloads import WORKLOADS
 
 WORKER = [sys.executable, "-m", "bench.worker"]  # + PLAN SPOOL
@@ -243,7 +253,7 @@ class Run:
         remaining = [c for c in cases if c.id not in skip]
         logdir = self.path.with_suffix(".logs")
         logdir.mkdir(parents=True, exist_ok=True)
-        attempt = 0
+        attempt, stalls = 0, 0  # stalls: of consecutive workers that measured nothing before they hung
         while remaining or (self.cluster and attempt == 0):  # a cluster worker starts on every rank
             attempt += 1
             with tempfile.TemporaryDirectory() as d:
@@ -254,6 +264,7 @@ class Run:
                 if self.cluster and self.cluster.rank > 0:
                     log = logdir / f"rank{self.cluster.rank}.log"
                 env = backends.worker_env(key[3], key[0], plan.gpu)
+                before = len(remaining)
                 end = self._watch_worker(plan_path, spool, log, remaining, bar, env)
             if end.fatal:
                 raise UserError(end.fatal)
@@ -271,25 +282,64 @@ class Run:
                     f"({'during ' + end.case_id if end.case_id else 'at start-up'}; worker exit {end.rc}); "
                     f"finished cases are saved, --resume {self.run_id} runs the rest; log {log}"
                 )
-            if remaining and end.rc is not None:
+            if remaining and (end.rc is not None or end.stalled):
                 # the worker died or hung while running a case: that case is the casualty
                 hit = [c for c in remaining if c.id == end.case_id]
                 case = hit[0] if hit else remaining[0]
                 remaining.remove(case)
-                storage.add_record(self.doc, records.unmeasured(case, self._casualty(case, end, log)))
+                info = self._casualty(case, end, log)
+                stalls = stalls + 1 if end.stalled and len(remaining) + 1 == before else int(end.stalled)
+                if end.stalled and remaining:
+                    # the next worker starts when the GPUs are free again, or the record says why not
+                    held = self._released(plan.gpu, end)
+                    if held:
+                        info["reason"] += f"; before the next worker: {held}"
+                storage.add_record(self.doc, records.unmeasured(case, info))
                 self._save()
                 if bar is not None:
                     bar.update(1)
+                if stalls >= STALLS_IN_A_ROW and remaining:
+                    self._give_up(remaining, stalls, end, log, bar)
+                    remaining.clear()
+
+    def _released(self, gpu: Mapping[str, Any], end: WorkerEnd) -> str | None:
+        """After a stall on GPUs: wait (bounded) until NVML no longer lists the killed worker; why not, if not."""
+        if end.unkillable:
+            return f"the worker (pid {end.pid}) did not die within {watchdog.KILL_WAIT_S:.0f} s of SIGKILL (a GPU/driver hang? see dmesg for Xid)"
+        buses = list(gpu.get("pci_bus_ids") or [])
+        if not buses or end.pid is None:
+            return None
+        try:
+            return nvml.wait_released(buses, end.pid, RELEASE_WAIT_S)
+        except Exception as e:  # telemetry must never cost the run
+            return f"could not check the GPUs were released ({type(e).__name__}: {e})"
+
+    def _give_up(self, remaining: list[Case], stalls: int, end: WorkerEnd, log: Path, bar) -> None:
+        """A hang that persists: record the rest of the group as timeout instead of one stall bound each."""
+        for case in remaining:
+            info = _info_for(case, self.run_id, self.opts.profile)
+            info.update(
+                status="timeout",
+                reason=(
+                    f"not run: {stalls} workers of this group hung in a row (last: {end.phase or 'starting'}), "
+                    f"so the hang persists and each case would cost another {self.opts.stall_s:.0f} s"
+                    f"{NCCL_HINT if multi_gpu(case) else ''}; log {log}"
+                ),
+            )
+            storage.add_record(self.doc, records.unmeasured(case, info))
+            if bar is not None:
+                bar.update(1)
+        self._save()
 
     def _casualty(self, case: Case, end: WorkerEnd, log: Path) -> dict:
         info = _info_for(case, self.run_id, self.opts.profile)
-        tail = _log_tail(log)
+        tail = log_tail(log)
         if end.stalled:
             info.update(
                 status="timeout",
                 reason=(
                     f"no progress for {self.opts.stall_s:.0f} s (last: {end.phase or 'starting'}); worker killed "
-                    f"(a hung collective such as NCCL, or a stuck driver?{NCCL_HINT if _multi_gpu(case) else ''}); "
+                    f"(a hung collective such as NCCL, or a stuck driver?{NCCL_HINT if multi_gpu(case) else ''}); "
                     f"log {log}: {tail}"
                 ),
             )
@@ -321,7 +371,7 @@ class Run:
                 stderr=subprocess.STDOUT,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
             )
             offset, last = 0, time.monotonic()
             try:
@@ -335,13 +385,13 @@ class Run:
                         end.rc = rc
                         return end
                     if time.monotonic() - last > self.opts.stall_s:
-                        proc.kill()
-                        end.rc, end.stalled = proc.wait(), True
+                        end.stalled, end.pid = True, proc.pid
+                        end.rc = kill_worker(proc)
+                        end.unkillable = end.rc is None
                         return end
                     time.sleep(0.2)
             except BaseException:
-                proc.kill()
-                proc.wait()
+                kill_worker(proc)
                 raise
 
     def _merge(self, spool: Path, offset: int, remaining: list[Case], bar, end: WorkerEnd) -> int:
@@ -363,45 +413,3 @@ class Run:
                     bar.set_postfix_str(f"{msg.case_id}: {msg.status}", refresh=False)
                     bar.update(1)
         return offset
-
-
-NCCL_HINT = " On PCIe workstations NCCL all-reduce can hang with ACS/IOMMU on; try NCCL_P2P_DISABLE=1"
-
-
-def _multi_gpu(case: Case) -> bool:
-    return case.device_kind == "gpu" and case.device_count > 1 and not case.virtual
-
-
-@dataclass
-class WorkerEnd:
-    """How a worker ended: exit code, whether the watchdog killed it, its last heartbeat."""
-
-    rc: int | None = None
-    stalled: bool = False
-    case_id: str | None = None
-    phase: str | None = None
-    fatal: str | None = None  # a worker's one-line reason to stop the run (exit 2)
-
-
-class ClusterFailed(Exception):
-    """A worker of a cluster run died or lost its peers: the run ends (no rejoin), --resume continues."""
-
-
-def _die_with_parent() -> None:
-    """In the worker before exec: die when the parent dies (Linux), so no worker outlives a killed run."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _log_tail(log: Path, n: int = 3) -> str:
-    try:
-        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
-    except OSError:
-        return "no log"
-    keep = [ln for ln in lines if not ln.startswith(("WARNING", "I0000", "W0000"))]
-    return " | ".join(keep[-n:])[-400:] or "no output"

@@ -4,6 +4,7 @@ With 3 or more cases it finishes the first and then, "during" the second, dies b
 OOM-killed worker would (FAKE_WORKER=kill, the default; FAKE_WORKER=oom prints an allocator's out of
 memory first) or hangs forever after a heartbeat, as a
 worker stuck in an NCCL all-reduce would (FAKE_WORKER=hang); otherwise it finishes every case.
+FAKE_WORKER=hang-start makes every worker hang in its first case, as a persistent hang would.
 FAKE_WORKER=fail:TEXT instead finishes every case, recording those whose id contains TEXT as
 failed (as a broken GPU path would be). FAKE_WORKER=fatal:TEXT stops at once with TEXT as the
 reason to end the run (a cluster worker finding that the nodes disagree on the plan).
@@ -29,6 +30,10 @@ if os.environ.get("FAKE_WORKER", "").startswith("fatal:"):  # a cluster worker w
 for i, c in enumerate(plan.cases):
     mode = os.environ.get("FAKE_WORKER", "kill")
     spool.send(protocol.Heartbeat(c.id, "building"))
+    if mode == "hang-start":  # every worker hangs in its first case (a persistent NCCL or driver hang)
+        print("initialising NCCL ...", flush=True)
+        while True:
+            time.sleep(60)
     if i == 1 and len(plan.cases) >= 3 and not mode.startswith("fail:"):
         if mode == "hang":
             spool.send(protocol.Heartbeat(c.id, "round 1 of 6"))

@@ -41,6 +41,7 @@ FLOORS = {
     "bench.devices": 1,
     "bench.planning": 1,
     "bench.provenance": 1,
+    "bench.watchdog": 1,
     "bench.method": 1,
     "bench.multiworker": 1,
     "bench.backends": 1,

@@ -2,6 +2,8 @@
 
 import dataclasses
 import json
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -170,3 +172,50 @@ def test_cluster_ranks_own_their_files_and_a_fatal_worker_ends_the_run(tmp_path,
     with pytest.raises(UserError, match="nodes disagree on the plan"):
         run.execute()
     assert storage.load(tmp_path / "r2" / "c2.json")["run"]["status"] == "failed"
+
+
+def test_a_hang_that_persists_costs_two_stall_bounds_then_the_rest_of_the_group_is_recorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_WORKER", "hang-start")
+    opts = dataclasses.replace(TWO_WORKLOADS, stall_timeout_s=2.0)
+    path = runner.Run.new(opts, machine(), tmp_path, ["run"]).execute()
+    doc = storage.load(path)
+    recs = {r.id: r for r in storage.case_records(doc)}
+    assert len(recs) == 4 and all(r.status == "timeout" for r in recs.values())
+    hung = [r for r in recs.values() if r.reason.startswith("no progress for 2 s (last: building)")]
+    given_up = [r for r in recs.values() if r.reason.startswith("not run: 2 workers of this group hung in a row")]
+    assert len(hung) == 2 and len(given_up) == 2  # two workers, not four, each hanging a full bound
+    assert "each case would cost another 2 s" in given_up[0].reason
+    assert sorted(p.name for p in path.with_suffix(".logs").iterdir()) == ["cpu-1.log", "cpu-2.log"]
+    assert doc["run"]["status"] == "complete"
+
+
+def test_a_worker_that_ignores_sigkill_costs_a_bounded_wait_and_the_run_goes_on(tmp_path, monkeypatch):
+    """A process stuck in the GPU driver does not die on SIGKILL: here, the kill never reaches the worker."""
+    from bench import watchdog
+
+    monkeypatch.setenv("FAKE_WORKER", "hang-start")
+    monkeypatch.setattr(watchdog, "KILL_WAIT_S", 1.0)
+    monkeypatch.setattr(watchdog.os, "killpg", lambda pid, sig: None)
+    monkeypatch.setattr(watchdog.subprocess.Popen, "kill", lambda self: None)
+    left: list = []
+    real_popen = runner.subprocess.Popen
+
+    def popen(*a, **kw):  # remember every process (workers, git), to end the workers for real afterwards
+        left.append(real_popen(*a, **kw))
+        return left[-1]
+
+    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    opts = dataclasses.replace(TWO_WORKLOADS, stall_timeout_s=2.0)
+    t0 = time.monotonic()
+    try:
+        path = runner.Run.new(opts, machine(), tmp_path, ["run"]).execute()
+    finally:
+        for p in left:  # Popen.kill is patched to do nothing: end them with a signal of our own
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait()
+    assert time.monotonic() - t0 < 60
+    recs = storage.case_records(storage.load(path))
+    first = [r for r in recs if r.reason.startswith("no progress")][0]
+    assert f"did not die within {watchdog.KILL_WAIT_S:.0f} s of SIGKILL" in first.reason and "Xid" in first.reason
+    assert len(recs) == 4 and all(r.status == "timeout" for r in recs)

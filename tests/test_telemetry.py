@@ -513,3 +513,25 @@ def test_busy_cpu_threshold_is_ten_percent_of_the_machine(fake_nvml, clock, othe
     assert d["other_cpu_pct"] == other and d["busy"] is busy
     if busy:
         assert d["busy_note"] == f"busy: other processes used {other:.0f}% of the CPU"
+
+
+def test_the_next_worker_waits_until_nvml_no_longer_lists_the_killed_one(fake_nvml, clock):
+    a = FakeGPU(uuid="GPU-a", bus_id="00000000:1A:00.0", compute_pids=[4242, 9])
+    b = FakeGPU(uuid="GPU-b", bus_id="00000000:3B:00.0", compute_pids=[4242])
+    fake_nvml([a, b])
+    sleeps: list[float] = []
+
+    def sleep(dt):  # the driver frees the killed worker's contexts after 2 s
+        sleeps.append(dt)
+        clock.advance(dt)
+        if clock() >= 102.0:
+            a.compute_pids, b.compute_pids = [9], []
+
+    assert gpus.wait_released(["0000:1a:00.0", "00000000:3B:00.0"], 4242, 30, clock, sleep) is None
+    assert sum(sleeps) == pytest.approx(2.0)  # released: the other process on GPU a does not matter
+    a.compute_pids = [4242]
+    held = gpus.wait_released(["00000000:1A:00.0"], 4242, 5, clock, lambda dt: clock.advance(dt))
+    assert held == "the killed worker (pid 4242) still held 0000:1a:00.0 after 5 s"  # the normalised bus id
+    a.lost_at = clock()
+    lost = gpus.wait_released(["00000000:1A:00.0"], 4242, 5, clock, clock.advance)
+    assert lost.startswith("NVML cannot open 0000:1a:00.0 (NVML GPU 0 skipped:") and "reset" in lost

@@ -394,3 +394,49 @@ def open_gpus_by_bus_id(bus_ids: Sequence[str]) -> NvidiaGPUs | EmptyGPUs:
     if missing:
         return EmptyGPUs(f"no NVML GPU at PCI bus id {', '.join(missing)} ({'; '.join(found.notes) or 'not listed'})")
     return _open([by_bus[b] for b in wanted])
+
+
+def wait_released(
+    bus_ids: Sequence[str],
+    pid: int,
+    timeout_s: float = 30.0,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> str | None:
+    """Wait until NVML no longer lists ``pid`` as a compute process on these GPUs.
+
+    None once released (its contexts and memory freed), else why the next worker may find them held.
+    """
+    import time
+
+    clock, sleep = clock or time.monotonic, sleep or time.sleep
+    found = discover()
+    if found.reason:
+        return f"NVML cannot tell whether the GPUs were released ({found.reason})"
+    by_bus = {g.pci_bus_id: g for g in found.gpus}
+    wanted = [normalize_bus_id(x) for x in bus_ids]
+    gone = [b for b in wanted if b not in by_bus]
+    if gone:  # discovery skips a GPU it cannot open: a lost one is not a released one
+        return f"NVML cannot open {', '.join(gone)} ({'; '.join(found.notes) or 'not listed'}); it may need a reset"
+    chosen = [by_bus[b] for b in wanted]
+    t0 = clock()
+    while True:
+        try:
+            held = [
+                g.pci_bus_id
+                for g in chosen
+                if pid
+                in {
+                    int(p.pid)
+                    for p in call("nvmlDeviceGetComputeRunningProcesses", call("nvmlDeviceGetHandleByUUID", g.uuid))
+                }
+            ]
+        except GPULost as e:
+            return f"a GPU is lost ({e}); it may need a reset"
+        except (NVMLUnavailable, MetricUnsupported) as e:
+            return f"NVML cannot list the GPUs' processes ({e})"
+        if not held:
+            return None
+        if clock() - t0 >= timeout_s:
+            return f"the killed worker (pid {pid}) still held {', '.join(held)} after {timeout_s:.0f} s"
+        sleep(0.5)

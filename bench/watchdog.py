@@ -1,0 +1,86 @@
+"""How the runner ends a worker that hangs, and how it tells a persistent hang from a one-off.
+
+A worker that makes no progress for the stall bound is killed with its whole process group (the
+worker leads its own group, so helpers it started die with it). A process stuck inside the GPU
+driver may not die even on SIGKILL: the wait for it is bounded and the record says so, instead of
+the run hanging with it. Two workers of one group in a row that hang before measuring anything
+mean the hang persists: the rest of the group is recorded as not run, not one stall bound each.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.cases import Case
+
+KILL_WAIT_S = 30.0  # how long a SIGKILLed worker may take to die before the run goes on without it
+STALLS_IN_A_ROW = 2  # consecutive workers of a group hanging before they measured anything: give up
+RELEASE_WAIT_S = 30.0  # how long the next worker waits for NVML to stop listing a killed one
+
+NCCL_HINT = " On PCIe workstations NCCL all-reduce can hang with ACS/IOMMU on; try NCCL_P2P_DISABLE=1"
+
+
+def multi_gpu(case: Case) -> bool:
+    """Whether the case runs collectives over more than one real GPU (where the NCCL hint applies)."""
+    return case.device_kind == "gpu" and case.device_count > 1 and not case.virtual
+
+
+@dataclass
+class WorkerEnd:
+    """How a worker ended: exit code, whether the watchdog killed it, its last heartbeat."""
+
+    rc: int | None = None
+    stalled: bool = False
+    case_id: str | None = None
+    phase: str | None = None
+    fatal: str | None = None  # a worker's one-line reason to stop the run (exit 2)
+    pid: int | None = None  # set when the watchdog killed it
+    unkillable: bool = False  # it did not die within KILL_WAIT_S of SIGKILL
+
+
+class ClusterFailed(Exception):
+    """A worker of a cluster run died or lost its peers: the run ends (no rejoin), --resume continues."""
+
+
+def kill_worker(proc: subprocess.Popen) -> int | None:
+    """SIGKILL the worker's process group and wait (bounded) for it: its exit code, None if it would not die."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.kill()  # in case it is not (yet) its group's leader
+    try:
+        return proc.wait(timeout=KILL_WAIT_S)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def die_with_parent() -> None:
+    """In the worker before exec: lead its own process group and die with the parent (Linux).
+
+    A kill of the group takes the worker's helpers too, and no worker outlives a killed run.
+    """
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def log_tail(log: Path, n: int = 3) -> str:
+    """The worker log's last few meaningful lines, for a record's reason."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    keep = [ln for ln in lines if not ln.startswith(("WARNING", "I0000", "W0000"))]
+    return " | ".join(keep[-n:])[-400:] or "no output"
