@@ -130,6 +130,13 @@ MODEL_PARALLEL_TF = (
 )
 
 
+SERVE_ONE_DEVICE = Support(
+    False,
+    "serve runs one model instance with one request queue on one device; several devices "
+    "(a queue per replica, or one batch split over them) are not measured yet",
+)
+
+
 def backend_support(backend: str, parallelism: str, kind: str, virtual: bool) -> Support:
     """What a Keras backend can run: virtual GPUs are TensorFlow's, model parallelism is JAX's."""
     if parallelism == "model" and backend != "jax":

@@ -16,7 +16,7 @@ from bench.errors import UserError
 from bench.precision import PRECISIONS, PrecisionSpec
 from bench.precision import spec as _precision_spec
 
-MODES = ("train", "infer")
+MODES = ("train", "infer", "serve")  # serve: requests at a rate, batched, judged at a latency SLO
 DEVICE_KINDS = ("cpu", "gpu")
 XLA_CHOICES = {"off": (False,), "on": (True,), "both": (False, True)}
 BACKENDS = ("tensorflow", "jax")  # Keras 3 backends; TensorFlow first (the default, ids unchanged)
@@ -100,6 +100,7 @@ class Case:
     nodes: int = 1
     backend: str = "tensorflow"
     parallelism: str = "data"
+    slo_ms: float | None = None  # serve: the p99 latency bound, one for every device of a run
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -112,7 +113,14 @@ class Case:
             raise UserError(f"precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}")
         if self.per_replica_batch < 1:
             raise UserError(f"batch size must be a positive integer; got {self.per_replica_batch}")
+        if (self.mode == "serve") != (self.slo_ms is not None) or (self.slo_ms is not None and not self.slo_ms > 0):
+            raise UserError(f"a serve case, and only one, has a positive latency SLO; got {self.mode} {self.slo_ms}")
         self.device  # noqa: B018  (validates)
+
+    @property
+    def step_mode(self) -> str:
+        """What one step computes: ``train``, or ``infer`` (a serve case's batches are inference)."""
+        return "train" if self.mode == "train" else "infer"
 
     @property
     def device(self) -> DeviceConfig:
@@ -149,16 +157,20 @@ class Case:
         """
         xla = "-xla" if self.xla and self.backend == "tensorflow" else ""
         dev = self.device.label + backend_tag(self.backend, self.parallelism)
-        return f"{self.workload}-{self.mode}-{dev}-{self.precision}{xla}-b{self.per_replica_batch}"
+        slo = f"-slo{self.slo_ms:g}ms" if self.slo_ms is not None else ""
+        return f"{self.workload}-{self.mode}-{dev}-{self.precision}{xla}-b{self.per_replica_batch}{slo}"
 
     def to_dict(self) -> dict:
-        """The case's fields, as stored in results."""
-        return asdict(self)
+        """The case's fields, as stored in results (``slo_ms`` only on serve cases)."""
+        d = asdict(self)
+        if d["slo_ms"] is None:
+            del d["slo_ms"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Case:
         """Inverse of :meth:`to_dict`; extra keys are ignored (older results: 1 node, TensorFlow, data parallel)."""
-        optional = ("nodes", "backend", "parallelism")
+        optional = ("nodes", "backend", "parallelism", "slo_ms")
         return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d or f.name not in optional})
 
     @classmethod
@@ -187,6 +199,7 @@ class Case:
             nodes=int(get("nodes", 1)),
             backend=str(get("backend", "tensorflow")),
             parallelism=str(get("parallelism", "data")),
+            slo_ms=None if get("slo_ms") is None else float(get("slo_ms")),
         )
 
     def related(self, **changes: Any) -> Case:
@@ -220,13 +233,15 @@ def expand(
     latency_batch1: bool = False,
     backends: Sequence[str] = ("tensorflow",),
     parallelisms: Sequence[str] = ("data",),
+    slo_of: dict[str, float] | None = None,
 ) -> list[Case]:
     """The matrix: workloads x modes x devices x backends x parallelism x precisions x xla, in that order.
 
     ``batch_of`` maps workload -> per-replica batch. With ``latency_batch1`` each workload,
     device and precision also gets a batch-1 inference case (real-time latency). XLA is a
     TensorFlow axis: JAX cases always compile (``xla`` True), once. Model parallelism exists
-    only over several devices (on one device it is the data-parallel case).
+    only over several devices (on one device it is the data-parallel case). Serve cases get
+    their workload's SLO from ``slo_of`` (the batcher's max batch is the per-replica batch).
     """
     xla = tuple(xla)
     out: list[Case] = []
@@ -243,8 +258,11 @@ def expand(
                         for p in precisions:
                             for x in xla if be == "tensorflow" else (True,):
                                 for b in batches:
+                                    slo = (slo_of or {})[w] if mode == "serve" else None
                                     out.append(
-                                        Case(w, mode, dev.kind, dev.count, dev.virtual, p, x, b, dev.nodes, be, par)
+                                        Case(
+                                            w, mode, dev.kind, dev.count, dev.virtual, p, x, b, dev.nodes, be, par, slo
+                                        )
                                     )
     seen: set[str] = set()
     unique = []

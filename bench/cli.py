@@ -48,7 +48,18 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run the benchmark matrix")
     r.add_argument("--profile", default="standard", help="smoke | standard (default) | large")
     r.add_argument("--workloads", type=_list, default=None, help="comma list of mlp, cnn, transformer (default all)")
-    r.add_argument("--modes", type=_list, default=None, help="comma list of train, infer (default both)")
+    r.add_argument(
+        "--modes",
+        type=_list,
+        default=None,
+        help="comma list of train, infer, serve (default: train, infer, and serve except in the smoke profile)",
+    )
+    r.add_argument(
+        "--slo-ms",
+        type=float,
+        default=None,
+        help="serve: the p99 latency bound in ms for every workload and device (default: mlp 10, cnn 15, transformer 130)",
+    )
     r.add_argument("--devices", type=_list, default=("auto",), help="auto (default) or a comma list of cpu, gpu:K")
     r.add_argument(
         "--precisions",
@@ -167,7 +178,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     from bench.planning import RunOptions
     from bench.report import analysis, console
     from bench.runner import Run
-    from workloads import MODES, WORKLOADS
+    from workloads import WORKLOADS
 
     cluster = None
     if a.cluster:
@@ -184,7 +195,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     opts = RunOptions(
         profile=a.profile,
         workloads=a.workloads or tuple(WORKLOADS),
-        modes=a.modes or MODES,
+        modes=a.modes or ("auto",),
+        slo_ms=a.slo_ms,
         devices=a.devices,
         precisions=a.precisions,
         xla=a.xla,
@@ -211,6 +223,7 @@ def cmd_run(a: argparse.Namespace) -> int:
                     ("keyword", "-k"),
                     ("stall_timeout", "--stall-timeout"),
                     ("shard", "--shard"),
+                    ("slo_ms", "--slo-ms"),
                 )
                 if getattr(a, k)
             ]

@@ -23,6 +23,7 @@ CASE_COLUMNS = [
     "nodes",  # after the contract's first 14 columns: 1, or the number of nodes of a cluster run
     "backend",  # tensorflow | jax (older results: tensorflow)
     "parallelism",  # data | model (older results: data)
+    "slo_ms",  # serve cases: the p99 latency bound (empty on other modes)
 ]
 # what a column means in results written before it existed
 COLUMN_DEFAULTS = {"nodes": 1, "backend": "tensorflow", "parallelism": "data"}
@@ -66,6 +67,23 @@ FIGURE_COLUMNS = [
     "first_step_s",
     "model_parallel_split_fraction",
     "xla_flops_per_device_step",
+    # serve: the highest request rate whose p99 is certified under the SLO, and how it was found
+    "max_rate_at_slo",
+    "rate_bracket_low",
+    "rate_bracket_high",
+    "capacity_rate",
+    "rate_at_slo_over_capacity",
+    "serve_p50_ms",
+    "serve_p90_ms",
+    "serve_p99_ms",
+    "serve_achieved_rate",
+    "mean_batch",
+    "padding_frac",
+    "max_delay_ms",
+    "harness_floor_p99_ms",
+    "energy_per_request_j",
+    "serve_reason",
+    "serve_note",
 ]
 TELEMETRY_COLUMNS = [
     "energy_j",

@@ -179,8 +179,11 @@ def check_placement(
     for v in built.model.weights:
         for local in strategy.experimental_local_results(getattr(v, "value", v)):
             seen_vars.add(_device_key(local.device))
-    seen_data = {_device_key(t.device) for t in strategy.experimental_local_results(built.inputs)}
-    seen_out = {_device_key(t.device) for t in strategy.experimental_local_results(outputs)}
+    if built.serve is not None:  # requests come from the host by design; the forward must run on the device
+        seen_data, seen_out = want, {_device_key(built.serve.out_device)}
+    else:
+        seen_data = {_device_key(t.device) for t in strategy.experimental_local_results(built.inputs)}
+        seen_out = {_device_key(t.device) for t in strategy.experimental_local_results(outputs)}
     kinds = {k for k, _ in want}
     out_ok = {k for k, _ in seen_out} <= kinds if virtual else seen_out == want
     if seen_vars != want or seen_data != want or not out_ok:

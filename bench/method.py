@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jinja2
 
-from bench import profiles, stats
+from bench import profiles, serve, stats
 
 # the modules whose defaults the text states (bench.telemetry exports a function named derive)
 derive_mod = importlib.import_module("bench.telemetry.derive")
@@ -43,6 +43,12 @@ def markdown() -> str:
             unstable_pct=f"{stats.UNSTABLE_CV * 100:.0f}",
             busy_pct=f"{derive_mod.BUSY_OTHER_CPU_PCT:.0f}",
             idle_s=f"{idle_mod.MIN_IDLE_S:.0f}",
+            slos=", ".join(f"{w} {v:g} ms" for w, v in serve.DEFAULT_SLO_MS.items()),
+            delay_pct=f"{serve.MAX_DELAY_SLO_SHARE * 100:.0f}",
+            certify_0=serve.certified_at(0),
+            certify_1=serve.certified_at(1),
+            over=f"{serve.OVER_CAPACITY:g}",
+            close_pct=f"{(serve.CLOSE_ENOUGH - 1) * 100:.0f}",
         )
         .strip()
     )

@@ -5,13 +5,23 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench import capability
+from bench import capability, serve
 from bench.capability import Support
-from bench.cases import BACKENDS, PARALLELISMS, PRECISIONS, XLA_CHOICES, Case, DeviceConfig, expand, parse_device_spec
+from bench.cases import (
+    BACKENDS,
+    MODES,
+    PARALLELISMS,
+    PRECISIONS,
+    XLA_CHOICES,
+    Case,
+    DeviceConfig,
+    expand,
+    parse_device_spec,
+)
 from bench.devices import Machine
 from bench.errors import UserError
 from bench.profiles import PROFILES, Timing
-from workloads import MODES, WORKLOADS
+from workloads import WORKLOADS
 
 
 def _choices(kind: str, values: tuple[str, ...], allowed: tuple[str, ...]) -> tuple[str, ...]:
@@ -29,7 +39,7 @@ class RunOptions:
 
     profile: str = "standard"
     workloads: tuple[str, ...] = tuple(WORKLOADS)
-    modes: tuple[str, ...] = MODES
+    modes: tuple[str, ...] = ("auto",)  # auto: train, infer, and serve outside the smoke profile
     devices: tuple[str, ...] = ("auto",)
     precisions: tuple[str, ...] = ("auto",)
     xla: str = "off"
@@ -43,13 +53,17 @@ class RunOptions:
     nodes: int = 1  # a cluster run (--cluster): workers in the cluster, one per node
     backend: str = "tensorflow"  # tensorflow | jax | all (each backend installed)
     parallelism: str = "data"  # data | model | both (model: JAX only, over several devices)
+    slo_ms: float | None = None  # serve: one p99 bound for every workload and device (default: each workload's)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
             raise UserError(f"unknown profile {self.profile!r}; expected one of: {', '.join(PROFILES)}")
         _choices("workload", self.workloads, tuple(WORKLOADS))
-        _choices("mode", self.modes, MODES)
+        if self.modes != ("auto",):
+            _choices("mode", self.modes, MODES)
+        if self.slo_ms is not None and not 0 < self.slo_ms < 1e6:
+            raise UserError(f"--slo-ms must be a positive number of milliseconds; got {self.slo_ms}")
         if self.precisions != ("auto",):
             _choices("precision", self.precisions, PRECISIONS)
         if self.devices != ("auto",):
@@ -87,6 +101,17 @@ class RunOptions:
     def parallelisms(self) -> tuple[str, ...]:
         """``--parallelism`` as the planner's axis."""
         return PARALLELISMS if self.parallelism == "both" else (self.parallelism,)
+
+    @property
+    def mode_list(self) -> tuple[str, ...]:
+        """``--modes``, or the profile's: serve is on by default except in the smoke profile."""
+        if self.modes != ("auto",):
+            return self.modes
+        return ("train", "infer") if self.profile == "smoke" else MODES
+
+    def slo_of(self, workload: str) -> float:
+        """The serve SLO of a workload: ``--slo-ms``, else its documented default."""
+        return self.slo_ms if self.slo_ms is not None else serve.DEFAULT_SLO_MS[workload]
 
     @property
     def timing(self) -> Timing:
@@ -180,6 +205,8 @@ def support(case: Case, machine: Machine) -> Support:
     b = capability.backend_support(be, case.parallelism, case.device_kind, case.virtual)
     if not b.supported:
         return b
+    if case.mode == "serve" and (case.device_count > 1 or case.virtual or case.nodes > 1):
+        return capability.SERVE_ONE_DEVICE
     if be == "jax":  # no XLA axis (always compiled), no virtual GPUs (refused above)
         return _precision(case, machine)
     x = capability.xla_support(case.device_kind, case.device_count, case.virtual, case.mode)
@@ -235,7 +262,7 @@ def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
     precisions = PRECISIONS if opts.precisions == ("auto",) else opts.precisions
     cases = expand(
         opts.workloads,
-        opts.modes,
+        opts.mode_list,
         device_configs(opts, machine),
         precisions,
         XLA_CHOICES[opts.xla],
@@ -243,6 +270,7 @@ def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
         latency_batch1=opts.timing.latency_batch1 and opts.batch_size is None,
         backends=backends(opts, machine),
         parallelisms=opts.parallelisms,
+        slo_of={w: opts.slo_of(w) for w in opts.workloads},
     )
     if not cases:
         raise UserError("--parallelism model needs several devices (gpu:K with K >= 2, or --virtual-devices N)")

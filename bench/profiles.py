@@ -25,6 +25,10 @@ class Timing:
         compile_allowance_s: the longest a worker may stay silent while it starts TensorFlow
             or compiles a step; with 3 x ``case_budget_s`` it bounds the watchdog
             (:attr:`stall_timeout_s`).
+        serve_trial_s: a serve trial's shortest length (seconds); longer where certifying the
+            p99 needs more requests (662 with one late), up to ``serve_max_trial_s``.
+        serve_max_trials: trials of the rate search (the low end and the over-capacity one
+            included; the rerun of the best rate not).
     """
 
     case_budget_s: float
@@ -38,6 +42,9 @@ class Timing:
     probe_budget_s: float
     latency_batch1: bool
     compile_allowance_s: float = 600.0
+    serve_trial_s: float = 1.0
+    serve_max_trial_s: float = 10.0
+    serve_max_trials: int = 10
 
     @property
     def stall_timeout_s(self) -> float:
@@ -50,9 +57,9 @@ class Timing:
 
 
 PROFILES: dict[str, Timing] = {
-    "smoke": Timing(1.2, 0.04, 10, 6, 30, 2, 20, {"cpu": 512, "gpu": 4096}, 0.4, False, 300.0),
-    "standard": Timing(20.0, 1.0, 10, 6, 30, 5, 100, {"cpu": 2048, "gpu": 8192}, 3.0, True, 900.0),
-    "large": Timing(60.0, 1.0, 20, 6, 60, 10, 200, {"cpu": 4096, "gpu": 16384}, 5.0, True, 1800.0),
+    "smoke": Timing(1.2, 0.04, 10, 6, 30, 2, 20, {"cpu": 512, "gpu": 4096}, 0.4, False, 300.0, 0.5, 4.0, 8),
+    "standard": Timing(20.0, 1.0, 10, 6, 30, 5, 100, {"cpu": 2048, "gpu": 8192}, 3.0, True, 900.0, 1.0, 10.0, 10),
+    "large": Timing(60.0, 1.0, 20, 6, 60, 10, 200, {"cpu": 4096, "gpu": 16384}, 5.0, True, 1800.0, 3.0, 30.0, 10),
 }
 
 

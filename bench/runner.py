@@ -72,7 +72,7 @@ def group_label(key: GroupKey) -> str:
 
 def _info_for(case: Case, run_id: str, profile: str) -> dict:
     w = WORKLOADS[case.workload]
-    return records.base_info(case, run_id, w.flops_per_sample(w.size(profile), case.mode))
+    return records.base_info(case, run_id, w.flops_per_sample(w.size(profile), case.step_mode))
 
 
 class Run:

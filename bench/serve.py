@@ -17,19 +17,26 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
+# p99 bounds by workload, one for every device and precision of a run: MLPerf Inference's Server
+# bounds (mlcommons/inference mlperf.conf): ResNet-50 15 ms for the CNN, BERT 130 ms for the
+# transformer blocks (lenient for BERT-base-sized blocks at seq 128), the default 10 ms for the MLP
+DEFAULT_SLO_MS = {"mlp": 10.0, "cnn": 15.0, "transformer": 130.0}
 PERCENTILE = 99.0  # MLPerf Server: the 99th percentile latency must be under the bound
 CONFIDENCE = 0.99  # LoadGen's early-stopping confidence
-LATE_WAKEUP_S = 1e-3  # a wake-up this much past its target counts as the harness falling behind
-MAX_LATE_WAKEUPS = 0.01  # perf_analyzer's rule: over 1% late and the load generator is the bottleneck
+LATE_WAKEUP_S = 1e-3  # a wake-up this much past its target counts as late
+# perf_analyzer warns when over 1% of requests went out late; here latency runs from the scheduled
+# arrival, so a late harness is never hidden (it can only make the device look slower): a warning
+MAX_LATE_WAKEUPS = 0.01
 KEEP_UP = 0.98  # served throughput / arrival rate: under this the queue grew over the trial (overload)
 DRAIN_SLOS = 2.0  # the queue must drain within this many SLOs after the last arrival
 ABANDON_SLOS = 20.0  # a request waiting this many SLOs: the queue is growing, the trial fails now
 OVER_CAPACITY = 1.5  # the trial above the capacity bound that must fail
 CLOSE_ENOUGH = 1.05  # the search stops when the bracket [pass, fail] is this narrow (5%)
+MAX_DELAY_SLO_SHARE = 0.1  # the batcher's max delay: a tenth of the SLO (TF Serving suggests ~1 ms at low rates)
 FLOOR_SLOS = 10.0  # an SLO under 10x the harness floor's p99 is not resolvable on this machine
 
 
@@ -132,12 +139,13 @@ class Trial:
     mean_batch: float | None = None
     padding_frac: float | None = None  # padded rows / rows computed
     late_wakeups: float = 0.0  # share of the loop's wake-ups more than 1 ms late
+    note: str = ""  # a warning that does not change the outcome
     drain_ms: float | None = None  # last completion - last arrival
     energy_per_request_j: float | None = None
 
     @property
     def passed(self) -> bool:
-        """Certified: p99 under the SLO, the device kept up, the queue drained, the harness on time."""
+        """Certified: p99 under the SLO (enough requests to say so), the device kept up, the queue drained."""
         return self.outcome == "pass"
 
     def to_dict(self) -> dict:
@@ -249,81 +257,14 @@ def _judge(
         trial.reason = f"overloaded: served {trial.achieved_rate:.4g} req/s of {arriving:.4g} arriving; the queue grew"
     elif trial.drain_ms is not None and trial.drain_ms > DRAIN_SLOS * slo_s * 1e3:
         trial.outcome, trial.reason = "fail", f"the queue took {trial.drain_ms:.0f} ms to drain after the last arrival"
-    elif trial.late_wakeups > MAX_LATE_WAKEUPS:
-        trial.outcome = "fail"
-        trial.reason = f"the harness fell behind: {trial.late_wakeups:.1%} of its wake-ups over 1 ms late"
     else:
         trial.outcome = "pass"
+    if trial.late_wakeups > MAX_LATE_WAKEUPS:
+        trial.note = (
+            f"the harness woke over 1 ms late on {trial.late_wakeups:.1%} of its wake-ups (competing for the "
+            "CPU?); the latencies include it, so the rate is if anything understated"
+        )
     return trial
-
-
-@dataclass
-class Search:
-    """The rate search's result: the best certified rate, its bracket, and every trial."""
-
-    slo_ms: float
-    capacity_rate: float
-    max_rate_at_slo: float | None = None
-    bracket: tuple[float | None, float | None] = (None, None)  # (last pass, first fail)
-    reason: str = ""  # why there is no rate, or what to know about it
-    trials: list[Trial] = field(default_factory=list)
-    best: Trial | None = None  # the rerun at the reported rate (its figures are the case's)
-
-
-def search(
-    trial: Callable[[float, int], Trial],
-    capacity: float,
-    slo_ms: float,
-    max_trials: int = 10,
-    seed: int = 1,
-) -> Search:
-    """The highest offered rate whose p99 is certified under the SLO.
-
-    ``trial(rate, seed)`` runs one trial. First the low end (5% of the capacity bound: if it
-    fails, no rate passes) and one trial over capacity (1.5x, which must fail), then bisection
-    in log space between the last pass and the first fail until they are within 5% or
-    ``max_trials`` (these two included, reruns not) ran. Server results need not be monotone in the rate (LoadGen says so), so
-    the best pass is rerun with a new seed; a failed rerun demotes it to the bracket's top.
-    """
-    out = Search(slo_ms, capacity)
-    seeds = iter(range(seed, seed + 10 * max_trials + 10))
-
-    def run(rate: float) -> Trial:
-        t = trial(rate, next(seeds))
-        out.trials.append(t)
-        return t
-
-    lo_t = run(0.05 * capacity)
-    if not lo_t.passed:
-        out.reason = f"no rate passes: at {lo_t.rate:.3g} req/s (5% of capacity) {lo_t.outcome}: {lo_t.reason}"
-        out.bracket = (None, lo_t.rate)
-        return out
-    passes = [lo_t]
-    hi_t = run(OVER_CAPACITY * capacity)
-    if hi_t.passed:
-        out.reason = f"{OVER_CAPACITY}x the capacity bound passed: the bound from the service times is too low"
-        passes.append(hi_t)
-        fail: float | None = None
-    else:
-        fail = hi_t.rate
-    while fail is not None and fail / passes[-1].rate > CLOSE_ENOUGH and len(out.trials) < max_trials:
-        t = run(math.sqrt(passes[-1].rate * fail))
-        if t.passed:
-            passes.append(t)
-        else:
-            fail = t.rate
-    while passes:
-        best = passes.pop()
-        rerun = run(best.rate)
-        if rerun.passed:
-            out.max_rate_at_slo, out.best = best.rate, rerun
-            out.bracket = (best.rate, fail)
-            return out
-        note = f"{best.rate:.3g} req/s passed, then failed its rerun ({rerun.reason})"
-        out.reason = f"{out.reason}; {note}" if out.reason else note
-        fail = best.rate
-    out.bracket = (None, fail)
-    return out
 
 
 def harness_floor(clock: RealClock, rate: float = 1000.0, duration_s: float = 0.5, seed: int = 0) -> float:

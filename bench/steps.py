@@ -54,6 +54,7 @@ class Built:
     optimizer: Any = None
     xla_scope: str | None = None
     concrete: Callable[[], Any] | None = None
+    serve: ServeStep | None = None  # serve: one padded batch of n requests, host to host
 
     def graph_ops(self) -> set[str]:
         """Op types of the traced step, nested functions included (empty before the first call)."""
@@ -153,6 +154,16 @@ def build_case(case: Case, profile: str, strategy: tf.distribute.Strategy, names
     scope = None
     if case.xla:
         scope = "forward+backward" if case.mode == "train" else "forward"
+    if case.mode == "serve":  # one device: requests come from and go back to the host
+        serve = ServeStep(model, w.make_batch(size, case.per_replica_batch, seed=17)[0], names[0], case.xla)
+        return Built(
+            step=lambda: serve(case.per_replica_batch),
+            model=model,
+            params=int(model.count_params()),
+            inputs=None,
+            xla_scope=scope,
+            serve=serve,
+        )
     return Built(
         step=lambda: step(x, y),
         model=model,
@@ -162,3 +173,29 @@ def build_case(case: Case, profile: str, strategy: tf.distribute.Strategy, names
         xla_scope=scope,
         concrete=lambda: step.get_concrete_function(x, y),
     )
+
+
+class ServeStep:
+    """A serve case's step: ``n`` requests in one padded batch, from the host and back to it.
+
+    The first ``n`` requests' inputs are copied from host memory to the device, the forward pass
+    runs (traced, or compiled with XLA, once per bucket size), the outputs are copied back.
+    ``out_device`` is where the last forward pass ran, for the placement check.
+    """
+
+    def __init__(self, model: keras.Model, batch: Any, device: str, xla: bool):
+        self.host = keras.ops.convert_to_numpy(batch)
+        self.device = device
+        self.out_device = ""
+
+        def forward(x: Any) -> Any:
+            return model(x, training=False)
+
+        self.fwd = tf.function(forward, jit_compile=xla, reduce_retracing=False)
+
+    def __call__(self, n: int) -> Any:
+        """Serve ``n`` requests; their outputs, on the host."""
+        with tf.device(self.device):
+            y = self.fwd(tf.constant(self.host[:n]))
+        self.out_device = y.device
+        return y.numpy()

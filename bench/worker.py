@@ -126,7 +126,7 @@ class WorkerSession:
             pytest.skip("measured in an earlier attempt of this run")
         case = self.cases[case_id]
         w = WORKLOADS[case.workload]
-        info = records.base_info(case, self.plan.run_id, w.flops_per_sample(w.size(self.plan.profile), case.mode))
+        info = records.base_info(case, self.plan.run_id, w.flops_per_sample(w.size(self.plan.profile), case.step_mode))
         if self.setup_error:
             info.update(status="error", reason=self.setup_error)
             self.spool.send(protocol.Record(records.unmeasured(case, info)))
@@ -189,7 +189,7 @@ class WorkerSession:
         timed = self._timed(case, built, benchmark)
         out.update(self.loop.summarize(case, timed.round_times_s, timed.k))
         self.be.check_placement(built, timed.last)  # still where it was: nothing moved or recompiled in the rounds
-        out.update(self._after(case, built, timed.last))
+        out.update(self._after(case, built, timed.last, out["samples_per_s"]))
         out.update(_peaks(self.be.memory_peaks(self._virtual_cpu), "device_peak_mem"))
         achieved = info["flops_per_sample"] * out["samples_per_s"] / 1e12
         out["achieved_tflops"] = achieved
@@ -271,16 +271,18 @@ class WorkerSession:
                 rounds,
                 benchmark.pedantic,
                 setup=between_rounds,
-                barrier=self.coord.round_barrier(case.mode),
+                barrier=self.coord.round_barrier(case.step_mode),
             )
         finally:
             window.stop()
         return Timed(k, rounds, tuple(benchmark.stats.stats.data), last, window.end())
 
-    def _after(self, case: Case, built: Any, last: Any) -> dict:
-        """Training: the final loss must be finite. Inference: per-batch latency percentiles."""
+    def _after(self, case: Case, built: Any, last: Any, rounds_rate: float | None = None) -> dict:
+        """Training: the final loss must be finite. Inference: per-batch latency percentiles. Serve: the rate search."""
         from bench import stats
 
+        if case.mode == "serve":
+            return self._serve(case, built, rounds_rate)
         if case.mode == "train":
             loss = self.be.final_loss(last)
             if not math.isfinite(loss):
@@ -296,6 +298,43 @@ class WorkerSession:
             "latency_p99_s": stats.percentile(lat, 99),
             "latency_samples": len(lat),
         }
+
+    def _serve(self, case: Case, built: Any, rounds_rate: float | None) -> dict:
+        """Requests at rising rates through the dynamic batcher: the highest rate whose p99 meets the SLO."""
+        from bench import rate_search, serve
+
+        clock = serve.RealClock()
+        self.heartbeat(case.id, "serve: the harness floor")
+        floor = serve.harness_floor(clock)
+
+        def metered(run: Any) -> serve.Trial:  # each trial inside its own telemetry window
+            window = self.telemetry.Window(
+                self.gpus, self.host, interval_s=self.plan.sampler_interval_s, threaded=self.plan.sampler
+            )
+            window.begin()
+            try:
+                t = run()
+            finally:
+                window.stop()
+            t.energy_per_request_j = self.telemetry.derive(window.end(), t.completed, self._idle_w())[
+                "energy_j_per_sample"
+            ]
+            return t
+
+        assert case.slo_ms is not None and built.serve is not None  # a serve case, built for serving
+        return rate_search.run_case(
+            built.serve,
+            case.per_replica_batch,
+            case.slo_ms,
+            floor,
+            clock,
+            self.timing.serve_trial_s,
+            self.timing.serve_max_trial_s,
+            self.timing.serve_max_trials,
+            lambda phase: self.heartbeat(case.id, phase),
+            metered,
+            rounds_rate=rounds_rate,
+        )
 
     @property
     def _virtual_cpu(self) -> bool:

@@ -8,6 +8,7 @@ FAKE_WORKER=hang-start makes every worker hang in its first case, as a persisten
 FAKE_WORKER=fail:TEXT instead finishes every case, recording those whose id contains TEXT as
 failed (as a broken GPU path would be). FAKE_WORKER=fatal:TEXT stops at once with TEXT as the
 reason to end the run (a cluster worker finding that the nodes disagree on the plan).
+Serve cases carry the figures of the real rate search, run on a virtual clock against a fake device.
 """
 
 import json
@@ -16,8 +17,26 @@ import signal
 import sys
 import time
 
-from bench import protocol, storage
+from bench import protocol, rate_search, serve, storage
 from bench.protocol import WorkerPlan
+
+
+def serve_case(c, timing) -> dict:
+    """A serve case's figures: a GPU serves a batch of b in 1 ms + 10 us x b, a CPU in 2 ms + 100 us x b."""
+    fixed, per_row = (0.001, 0.00001) if c.device_kind == "gpu" else (0.002, 0.0001)
+    clock = serve.VirtualClock()
+    out = rate_search.run_case(
+        lambda b: clock.advance(fixed + per_row * b),
+        c.per_replica_batch,
+        c.slo_ms,
+        0.05,  # the harness floor's p99, ms
+        clock,
+        timing.serve_trial_s,
+        timing.serve_max_trial_s,
+        timing.serve_max_trials,
+    )
+    return out
+
 
 plan = WorkerPlan.read(sys.argv[1])
 if os.environ.get("FAKE_WORKER_PLANS"):  # let a test see every plan a worker was given
@@ -55,8 +74,11 @@ for i, c in enumerate(plan.cases):
         "status": "ok",
         "reason": "",
         "steps_per_round": 10,
+        "rounds": 6,
         "samples_per_s": 6400.0,
     }
+    if c.mode == "serve":  # the real rate search on a virtual clock, against a fake device's service times
+        info.update(serve_case(c, plan.timing))
     if mode.startswith("fail:") and mode[5:] in c.id:
         info.update(status="error", reason="InternalError: NCCL operation ncclAllReduce failed: unhandled system error")
     rec = {

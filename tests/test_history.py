@@ -452,3 +452,37 @@ def test_history_simulate_prints_the_experiment_for_the_rule_given(capsys):
     rows = [ln.split() for ln in out.splitlines() if ln.startswith("1%")]
     assert len(rows) == 1 and rows[0][:2] == ["1%", "10%"]  # one cell: 1% noise, a planted 10% slowdown
     assert rows[0][4] == "100%"  # a 10% step at 1% noise is always confirmed
+
+
+def test_a_serve_case_is_tracked_by_its_rate_at_the_slo_with_its_bracket_as_noise_floor():
+    from bench.cases import Case
+
+    serve_case = Case("mlp", "serve", "gpu", 1, False, "fp32", False, 64, slo_ms=10.0)
+    info = {
+        "case_id": serve_case.id,
+        **serve_case.to_dict(),
+        "status": "ok",
+        "reason": "",
+        "samples_per_s": 50000.0,
+        "max_rate_at_slo": 20000.0,
+        "rate_bracket_low": 20000.0,
+        "rate_bracket_high": 21000.0,
+        "serve_reason": "",
+    }
+    line = summarise_mod._case_line(storage.case_records({"benchmarks": [_record(serve_case, info)]})[0])
+    assert line["metric"] == "max_rate_at_slo" and line["unit"] == "req/s" and line["value"] == 20000.0
+    assert line["noise_floor"] == pytest.approx(0.05) and line["slo_ms"] == 10.0
+    # a 4% drop hides inside the search's 5% resolution; a 15% drop does not
+    nights = _nights(_flat(12, cv=0.005) + [96.0, 96.0, 85.0, 85.0])
+    for n in nights:
+        n["cases"]["c"]["noise_floor"] = 0.05
+    states = [p.state for p in judge_case("tb", "c", nights, Rule()).points]
+    assert states[12:] == ["ok", "ok", "suspect", "confirmed"]
+    plain = _nights(_flat(12, cv=0.005) + [96.0, 96.0])  # without the floor the 4% drop is a regression
+    assert [p.state for p in judge_case("tb", "c", plain, Rule()).points][12:] == ["suspect", "confirmed"]
+
+
+def _record(case, info):
+    name, fullname = storage.suite_name(case.id)
+    stats = storage.per_sample_stats([0.1] * 6, case.global_batch * 10)
+    return {"name": name, "fullname": fullname, "params": {}, "extra_info": info, "stats": stats, "options": {}}

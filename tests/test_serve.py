@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from bench import serve
+from bench import rate_search, serve
 
 
 def simulate(rate, n_or_s, service, max_batch=1, max_delay=0.0, slo=1.0, seed=3):
@@ -108,7 +108,7 @@ def virtual_search(service, max_batch, delay, slo, capacity, duration=4.0, max_t
         t, _, _ = simulate(rate, max(duration, 1.2 * 662 / rate), service, max_batch, delay, slo, seed)
         return t
 
-    return serve.search(trial, capacity, slo * 1e3, max_trials)
+    return rate_search.search(trial, capacity, slo * 1e3, max_trials)
 
 
 def test_a_generous_slo_finds_a_rate_near_capacity():
@@ -143,8 +143,64 @@ def test_a_pass_that_fails_its_rerun_is_not_reported():
         o = next(outcomes)
         return serve.Trial(rate, seed, 1.0, outcome=o, reason="" if o == "pass" else "p99 over")
 
-    res = serve.search(trial, 1000.0, 10.0, max_trials=4)
+    res = rate_search.search(trial, 1000.0, 10.0, max_trials=4)
     # 50 pass, 1500 fail, sqrt(50*1500)=274 pass, 641 pass: 4 trials ran, though 1500/641 > 1.05;
     # the rerun of 641 fails, that of 274 fails, that of 50 passes
     assert res.max_rate_at_slo == 50.0 and res.bracket == (50.0, pytest.approx(274.0, rel=0.01))
     assert "failed its rerun" in res.reason and len(rates) == 7
+
+
+def test_a_serve_case_on_a_virtual_device():
+    clock = serve.VirtualClock()
+    calls = []
+
+    def step(b):  # a device: 1 ms + 0.1 ms per row; nothing is timed before every bucket ran once
+        calls.append(b)
+        clock.advance(0.001 + 0.0001 * b)
+
+    phases = []
+    out = rate_search.run_case(step, 16, 10.0, 0.05, clock, 1.0, 4.0, 10, phases.append)
+    assert calls[:5] == [1, 2, 4, 8, 16] and out["buckets"] == [1, 2, 4, 8, 16]
+    assert calls[5:10] == [1] * 5 and calls.count(16) > 5  # then each bucket's service time, over many calls
+    assert out["service_ms"]["16"] == pytest.approx(2.6) and out["capacity_rate"] == pytest.approx(16 / 0.0026)
+    assert 0 < out["max_rate_at_slo"] < out["capacity_rate"] / serve.KEEP_UP
+    assert out["serve_p99_ms"] <= 10.0 and out["serve_p50_ms"] <= out["serve_p99_ms"]
+    assert out["rate_bracket_low"] == out["max_rate_at_slo"] < out["rate_bracket_high"]
+    assert out["max_delay_ms"] == pytest.approx(1.0) and 1 <= out["mean_batch"] <= 16
+    assert phases[0] == "serve: compiling the bucket sizes" and any(
+        p.startswith("serve: ") and "req/s" in p for p in phases
+    )
+    assert len(out["serve_trials"]) == len(out["serve_seeds"]) >= 3
+
+
+@pytest.mark.parametrize(
+    ("slo", "floor", "service", "why"),
+    [
+        (10.0, 2.0, 0.001, "not resolvable on this machine: the harness alone has a p99 of 2.00 ms"),
+        (10.0, 0.05, 0.012, "one request alone takes 12 ms, at or over the SLO of 10 ms"),
+    ],
+)
+def test_a_serve_case_that_cannot_be_judged_says_why(slo, floor, service, why):
+    clock = serve.VirtualClock()
+    out = rate_search.run_case(lambda b: clock.advance(service), 4, slo, floor, clock, 1.0, 4.0, 10)
+    assert out["max_rate_at_slo"] is None and why in out["serve_reason"]
+
+
+def test_a_device_too_slow_to_certify_within_the_trial_bound_says_so():
+    clock = serve.VirtualClock()
+    # 100 req/s at most; a 4 s trial needs 199 req/s to hold the 794 requests that certify p99 with one late
+    out = rate_search.run_case(lambda b: clock.advance(0.01 * b), 2, 100.0, 0.05, clock, 1.0, 4.0, 10)
+    assert out["max_rate_at_slo"] is None and "trial can certify (199 req/s: 662 requests)" in out["serve_reason"]
+
+
+def test_a_late_harness_is_counted_in_the_latencies_and_noted_not_hidden():
+    class LateClock(serve.VirtualClock):  # every sleep overshoots by 2 ms, as on a CPU busy with the model
+        def sleep_until(self, t):
+            self.t = max(self.t, t + 0.002)
+
+    sched = serve.arrivals(100, 8.0, 5)
+    on_time, late = serve.VirtualClock(), LateClock()
+    a = serve.run_trial(sched, lambda b: on_time.advance(0.001), on_time, 8, 0.0, 0.05)
+    b = serve.run_trial(sched, lambda b: late.advance(0.001), late, 8, 0.0, 0.05)
+    assert a.passed and b.passed and a.note == "" and "woke over 1 ms late on 100.0%" in b.note
+    assert b.p50_ms == pytest.approx(a.p50_ms + 2.0, abs=0.01)  # the 2 ms are in every request's latency

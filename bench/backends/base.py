@@ -31,6 +31,7 @@ class Step:
     native: Any = None  # the backend's own build (TensorFlow's Built, JAX's state holder)
     compile_s: float | None = None
     extra: dict = field(default_factory=dict)
+    serve: Callable[[int], Any] | None = None  # serve cases: one padded batch of n requests, host to host
 
 
 class Backend:

@@ -22,6 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import keras
+import numpy as np
 from keras import distribution as kd
 
 from bench.backends.base import Backend, Step
@@ -168,6 +169,24 @@ class JaxBackend(Backend):
                 return bound(loss)
 
             self._sync_on = lambda: holder.state
+        elif case.mode == "serve":  # one device; compiled per bucket size on first use (warmed before timing)
+            holder.state = (tv, ntv)
+            fn, host, dev = jax.jit(_infer_fn(model)), np.asarray(jax.device_get(x)), self.devices[0]
+
+            def serve(n: int) -> Any:
+                holder.last = fn(holder.state, jax.device_put(host[:n], dev))
+                return np.asarray(holder.last)  # outputs back on the host (and so synced)
+
+            self._sync_on = lambda: holder.last
+            holder.in_shardings = jax.tree_util.tree_map(lambda a: a.sharding, holder.state)
+            return Step(
+                step=lambda: serve(case.per_replica_batch),
+                params=int(model.count_params()),
+                xla_scope="forward (jax.jit, one executable per bucket size)",
+                native=holder,
+                serve=serve,
+                extra={"parallelism": case.parallelism},
+            )
         else:
             holder.state = (tv, ntv)
             compiled = jax.jit(_infer_fn(model)).lower(holder.state, x).compile()
@@ -202,7 +221,7 @@ class JaxBackend(Backend):
         want = set(self.devices)
         bad: list[str] = []
         leaves = jax.tree_util.tree_leaves(h.state)
-        for a in leaves + [h.x, h.y, first]:
+        for a in leaves + [h.x, h.y, h.last if built.serve else first]:  # serve: first is on the host
             if set(a.sharding.device_set) != want:
                 bad.append(f"{a.shape} on {sorted(str(d) for d in a.sharding.device_set)}")
             elif any(d.platform != self.devices[0].platform for d in a.sharding.device_set):

@@ -55,7 +55,7 @@ class TFBackend(Backend):
 
     def build(self, case: Case, profile: str) -> Step:
         b = measure.build_case(case, profile, self.strategy, self.names)
-        return Step(step=b.step, params=b.params, xla_scope=b.xla_scope, native=b)
+        return Step(step=b.step, params=b.params, xla_scope=b.xla_scope, native=b, serve=b.serve)
 
     def sync(self) -> None:
         measure.sync()

@@ -148,6 +148,7 @@ def judge_case(
             j.points.append(Point(state="insufficient", baseline_n=len(baseline), **pt, **common))
             continue
         center, half = band(baseline, rule)
+        half = max(half, float(c.get("noise_floor") or 0.0) * center)  # a serve rate is known to its bracket
         judged_on = len(baseline)
         higher = c.get("direction", "higher") == "higher"
         worse = v < center - half if higher else v > center + half

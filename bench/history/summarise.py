@@ -115,6 +115,20 @@ def _case_line(rec: storage.CaseRecord) -> dict:
         other_gpu_processes=e.get("other_gpu_processes"),
         busy=bool(e.get("busy")),
     )
+    if rec.case.mode == "serve":  # tracked: the rate at the SLO; its search's bracket is its noise floor
+        lo, hi = e.get("rate_bracket_low"), e.get("rate_bracket_high")
+        out.update(
+            metric="max_rate_at_slo",
+            unit="req/s",
+            value=e.get("max_rate_at_slo"),
+            ci_low=lo,
+            ci_high=hi,
+            n=1,
+            cv=None,
+            samples=[],
+            noise_floor=hi / lo - 1 if lo and hi else None,
+            reason=(e.get("serve_reason") or "")[:300],
+        )
     return out
 
 

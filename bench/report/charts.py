@@ -117,3 +117,41 @@ def power_trace(traces: dict[str, list[tuple[float, float]]], title: str, idle_w
     ax.set_title(title)
     ax.grid(alpha=0.3)
     return _svg(fig, f"{title}: " + "; ".join(alt))
+
+
+def latency_vs_rate(
+    series: dict[str, list[tuple[float, float | None, float | None]]],
+    slo_ms: float,
+    found: dict[str, float | None],
+    title: str,
+) -> str:
+    """p50 (dashed) and p99 (solid) latency against the served request rate, one colour per case.
+
+    The SLO is a horizontal line; a ring marks each case's rate at the SLO. Log axes: a CPU and a
+    GPU differ by orders of magnitude in both.
+    """
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    markers = "osD^v<>p"
+    alt = []
+    for i, (name, pts) in enumerate(series.items()):
+        pts = sorted(p for p in pts if p[0] > 0 and p[2] is not None)
+        if not pts:
+            continue
+        colour, m = PALETTE[i % len(PALETTE)], markers[i % len(markers)]
+        xs = [p[0] for p in pts]
+        ax.plot(xs, [p[2] for p in pts], marker=m, color=colour, label=f"{name} p99", linewidth=1.2)
+        ax.plot(xs, [p[1] for p in pts], marker=m, color=colour, linestyle="--", linewidth=0.8, alpha=0.7)
+        rate = found.get(name)
+        at = [p for p in pts if rate and abs(p[0] / rate - 1) < 0.1]
+        if rate and at:
+            ax.plot([at[-1][0]], [at[-1][2]], marker="o", markersize=11, fillstyle="none", color=colour)
+        alt.append(f"{name}: " + (f"{human(rate)} req/s at the SLO" if rate else "no rate meets the SLO"))
+    ax.axhline(slo_ms, color="#D55E00", linestyle=":", linewidth=1.2, label=f"SLO {slo_ms:g} ms")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("requests/s served")
+    ax.set_ylabel("latency, ms (p99 solid, p50 dashed)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return _svg(fig, f"{title}: " + "; ".join(alt))

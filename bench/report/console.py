@@ -19,9 +19,23 @@ def fmt_thr(row) -> str:
     return f"{human(v)}{ci}"
 
 
+def serve_note(row) -> str:
+    """``12,800 req/s at p99 <= 10 ms (p99 6.9 ms; capacity 57,900)`` for a serve case, or why there is no rate."""
+    if row.get("mode") != "serve":
+        return ""
+    rate = row.get("max_rate_at_slo")
+    if rate is None or rate != rate:
+        return f"no rate at p99 <= {row['slo_ms']:g} ms: {row.get('serve_reason') or 'none passed'}"
+    return (
+        f"{human(rate)} req/s at p99 <= {row['slo_ms']:g} ms (p99 {human(row['serve_p99_ms'])} ms; "
+        f"capacity {human(row['capacity_rate'])})"
+    )
+
+
 def case_note(row) -> str:
     """``unstable (CV > 10%); busy: other processes used 33% of the CPU`` for a measured case."""
     notes = [
+        serve_note(row),
         "unstable (CV > 10%)" if row["unstable"] else "",
         busy_note(row.get("other_cpu_pct"), row.get("other_gpu_processes")),
     ]
@@ -48,7 +62,7 @@ def table(run: RunData, tablefmt: str = "simple") -> str:
                 r["status"],
                 fmt_thr(r),
                 "baseline" if r["case_id"] == baseline_id(r) else fmt_ratio(sp.get(r["case_id"])),
-                (note or "")[:90],
+                (note or "")[:120],
             ]
         )
     text = tabulate(rows, headers=["case", "status", "samples/s [95% CI]", "vs CPU fp32", "note"], tablefmt=tablefmt)

@@ -13,7 +13,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from bench import __version__, stats, storage
-from bench.report import analysis, compare, resources, sections
+from bench.report import analysis, compare, resources, sections, serving
 from bench.report import cost as costs
 from bench.report.analysis import RunData, fmt_ratio
 from bench.report.html import Cell, Para, Section, Table, unique_svg_ids
@@ -152,6 +152,10 @@ def html_report(
         parts += [
             Section(f"Speed-up matrix (vs CPU fp32, same workload, mode and batch){sfx}", sections.matrix(run)),
             Section(f"Throughput{sfx}", sections.throughput(run)),
+            Section(
+                f"Serving: capacity at the latency SLO{sfx}",
+                serving.capacity(run, prices, resources.gpu_name(run.doc)),
+            ),
             Section(f"Multi-device and multi-node scaling{sfx}", sections.scaling(run, pool)),
             Section(
                 f"Precision gains (vs fp32 on the same devices){sfx}",
@@ -227,6 +231,28 @@ def markdown_report(
                     f"- {md(w)} {md(m)}: {md(o['case_id'])}, {human(o['cost'].per_million)} {md(prices.currency)} per million samples"
                     for (w, m), o in cheapest.items()
                 ],
+                "",
+            ]
+        sv = serving.serve_rows(run)
+        if not sv.empty:
+            out += [
+                "## Capacity at the latency SLO",
+                "",
+                tabulate(
+                    [
+                        [
+                            md(r["case_id"]),
+                            f"{r['slo_ms']:g}",
+                            human(r["max_rate_at_slo"]) if r["max_rate_at_slo"] == r["max_rate_at_slo"] else "none",
+                            human(r["serve_p99_ms"]),
+                            human(r["capacity_rate"]),
+                            md(r["serve_reason"] or ""),
+                        ]
+                        for _, r in sv.iterrows()
+                    ],
+                    headers=["serve case", "SLO ms", "req/s at the SLO", "p99 ms at it", "capacity req/s", "note"],
+                    tablefmt="github",
+                ),
                 "",
             ]
         bc = analysis.backend_comparison(run)

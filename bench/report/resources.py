@@ -22,7 +22,8 @@ from bench.report.peaks import datasheet_tflops
 MAX_POWER_CHARTS = 16
 
 
-def _gpu_name(doc: dict) -> str | None:
+def gpu_name(doc: dict) -> str | None:
+    """The first GPU's name as recorded in the machine info (None on a CPU-only machine)."""
     gpus = doc.get("machine_info", {}).get("accelbench", {}).get("gpus", [])
     return gpus[0].get("name") if gpus else None
 
@@ -137,7 +138,7 @@ def memory(run: RunData) -> Table:
 def efficiency(run: RunData) -> Table:
     """Achieved TFLOP/s against the measured matmul peak and the datasheet peak."""
     t = run.table[run.table["status"] == "ok"]
-    gname = _gpu_name(run.doc)
+    gname = gpu_name(run.doc)
     rows = []
     for _, r in t.iterrows():
         ds = datasheet_tflops(gname, r["precision"]) if r["device_kind"] == "gpu" else None
@@ -158,7 +159,7 @@ def efficiency(run: RunData) -> Table:
 
 def cost_rows(run: RunData, prices: costs.Prices) -> tuple[list[dict], dict[tuple[str, str], dict]]:
     """Per measured case its cost per million samples; and the cheapest case per (workload, mode)."""
-    gname = _gpu_name(run.doc)
+    gname = gpu_name(run.doc)
     out = []
     for _, r in run.table[run.table["status"] == "ok"].iterrows():
         c = costs.per_million(

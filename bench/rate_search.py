@@ -1,0 +1,212 @@
+"""The rate search and a serve case's driver: the highest request rate whose p99 meets the SLO.
+
+Built on :mod:`bench.serve` (arrivals, the batching loop, the pass rule). Clock and step are
+injected here too, so the whole serve case runs on a virtual clock in the tests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bench.serve import (
+    CLOSE_ENOUGH,
+    FLOOR_SLOS,
+    MAX_DELAY_SLO_SHARE,
+    OVER_CAPACITY,
+    RealClock,
+    Trial,
+    VirtualClock,
+    arrivals,
+    buckets,
+    certified_at,
+    run_trial,
+)
+
+
+@dataclass
+class Search:
+    """The rate search's result: the best certified rate, its bracket, and every trial."""
+
+    slo_ms: float
+    capacity_rate: float
+    max_rate_at_slo: float | None = None
+    bracket: tuple[float | None, float | None] = (None, None)  # (last pass, first fail)
+    reason: str = ""  # why there is no rate, or what to know about it
+    trials: list[Trial] = field(default_factory=list)
+    best: Trial | None = None  # the rerun at the reported rate (its figures are the case's)
+
+
+def search(
+    trial: Callable[[float, int], Trial],
+    capacity: float,
+    slo_ms: float,
+    max_trials: int = 10,
+    seed: int = 1,
+    low: float | None = None,
+) -> Search:
+    """The highest offered rate whose p99 is certified under the SLO.
+
+    ``trial(rate, seed)`` runs one trial. First the low end (``low``, by default 5% of the
+    capacity bound: if it fails, no rate passes) and one trial over capacity (1.5x, which must fail), then bisection
+    in log space between the last pass and the first fail until they are within 5% or
+    ``max_trials`` (these two included, reruns not) ran. Server results need not be monotone in the rate (LoadGen says so), so
+    the best pass is rerun with a new seed; a failed rerun demotes it to the bracket's top.
+    """
+    out = Search(slo_ms, capacity)
+    seeds = iter(range(seed, seed + 10 * max_trials + 10))
+
+    def run(rate: float) -> Trial:
+        t = trial(rate, next(seeds))
+        out.trials.append(t)
+        return t
+
+    lo_t = run(0.05 * capacity if low is None else low)
+    if not lo_t.passed:
+        share = f"{lo_t.rate / capacity:.0%} of capacity"
+        out.reason = f"no rate passes: at {lo_t.rate:.3g} req/s ({share}) {lo_t.outcome}: {lo_t.reason}"
+        out.bracket = (None, lo_t.rate)
+        return out
+    passes = [lo_t]
+    hi_t = run(OVER_CAPACITY * capacity)
+    if hi_t.passed:
+        out.reason = f"{OVER_CAPACITY}x the capacity bound passed: the bound from the service times is too low"
+        passes.append(hi_t)
+        fail: float | None = None
+    else:
+        fail = hi_t.rate
+    while fail is not None and fail / passes[-1].rate > CLOSE_ENOUGH and len(out.trials) < max_trials:
+        t = run(math.sqrt(passes[-1].rate * fail))
+        if t.passed:
+            passes.append(t)
+        else:
+            fail = t.rate
+    while passes:
+        best = passes.pop()
+        rerun = run(best.rate)
+        if rerun.passed:
+            out.max_rate_at_slo, out.best = best.rate, rerun
+            out.bracket = (best.rate, fail)
+            return out
+        note = f"{best.rate:.3g} req/s passed, then failed its rerun ({rerun.reason})"
+        out.reason = f"{out.reason}; {note}" if out.reason else note
+        fail = best.rate
+    out.bracket = (None, fail)
+    return out
+
+
+def trial_length(rate: float, shortest_s: float, longest_s: float) -> float:
+    """A trial long enough to certify the p99 with one late request (662, with 20% to spare), within bounds."""
+    return min(max(shortest_s, 1.2 * certified_at(1) / rate), longest_s)
+
+
+def lowest_rate(longest_s: float) -> float:
+    """The lowest rate whose p99 a trial of at most ``longest_s`` can certify."""
+    return 1.2 * certified_at(1) / longest_s
+
+
+SERVICE_REPS = (5, 200, 0.2)  # a bucket's service time: the median of 5 to 200 calls, over 0.2 s where they fit
+
+
+def run_case(
+    step: Callable[[int], object],
+    max_batch: int,
+    slo_ms: float,
+    floor_ms: float,
+    clock: RealClock | VirtualClock,
+    shortest_s: float,
+    longest_s: float,
+    max_trials: int,
+    heartbeat: Callable[[str], None] = lambda phase: None,
+    meter: Callable[[Callable[[], Trial]], Trial] | None = None,
+    seed: int = 1,
+    rounds_rate: float | None = None,
+) -> dict:
+    """A serve case after its model is built: buckets warmed, service times, the checks, the search.
+
+    ``step(n)`` serves one padded batch of ``n``; ``floor_ms`` is the harness's own p99 on this
+    machine (:func:`harness_floor`); ``meter(run)`` runs one trial inside a telemetry window
+    and fills its energy per request. The capacity bound is the best of ``b / s(b)`` over the
+    buckets and ``rounds_rate`` (the timed rounds at the max batch: many more samples). Returns
+    the case's serve figures; ``serve_reason`` says why there is no rate, when there is none.
+    """
+    sizes = buckets(max_batch)
+    heartbeat("serve: compiling the bucket sizes")
+    t0 = clock.now()
+    for b in sizes:  # every bucket traced or compiled before anything is timed
+        step(b)
+    service: dict[int, float] = {}
+    warm = clock.now() - t0
+    heartbeat("serve: service time per bucket")
+    least, most, budget_s = SERVICE_REPS
+    for b in sizes:
+        times: list[float] = []
+        while len(times) < least or (len(times) < most and sum(times) < budget_s):
+            t = clock.now()
+            step(b)
+            times.append(clock.now() - t)
+        service[b] = float(np.median(times))
+    capacity = max([b / s for b, s in service.items()] + [rounds_rate or 0.0])
+    delay_s = MAX_DELAY_SLO_SHARE * slo_ms / 1e3
+    out: dict = {
+        "slo_ms": slo_ms,
+        "max_delay_ms": delay_s * 1e3,
+        "buckets": list(sizes),
+        "bucket_warmup_s": warm,
+        "service_ms": {str(b): s * 1e3 for b, s in service.items()},
+        "capacity_rate": capacity,
+        "harness_floor_p99_ms": floor_ms,
+        "max_rate_at_slo": None,
+        "serve_reason": "",
+    }
+    low = max(0.05 * capacity, lowest_rate(longest_s))
+    if FLOOR_SLOS * floor_ms > slo_ms:
+        out["serve_reason"] = (
+            f"an SLO of {slo_ms:g} ms is not resolvable on this machine: the harness alone has a p99 of "
+            f"{floor_ms:.2f} ms (a no-op step), and the SLO must be at least {FLOOR_SLOS:.0f}x that"
+        )
+    elif service[1] * 1e3 >= slo_ms:
+        out["serve_reason"] = f"one request alone takes {service[1] * 1e3:.3g} ms, at or over the SLO of {slo_ms:g} ms"
+    elif low >= capacity:
+        out["serve_reason"] = (
+            f"the capacity bound ({capacity:.3g} req/s) is under the lowest rate whose p99 a {longest_s:g} s "
+            f"trial can certify ({low:.3g} req/s: {certified_at(1)} requests)"
+        )
+    if out["serve_reason"]:
+        return out
+
+    def trial(rate: float, s: int) -> Trial:
+        heartbeat(f"serve: {rate:.4g} req/s")
+        d = trial_length(rate, shortest_s, longest_s)
+
+        def run() -> Trial:
+            return run_trial(arrivals(rate, d, s), step, clock, max_batch, delay_s, slo_ms / 1e3, sizes, rate, s, d)
+
+        return meter(run) if meter else run()
+
+    res = search(trial, capacity, slo_ms, max_trials, seed, low)
+    best = res.best
+    out.update(
+        max_rate_at_slo=res.max_rate_at_slo,
+        rate_bracket_low=res.bracket[0],
+        rate_bracket_high=res.bracket[1],
+        rate_at_slo_over_capacity=res.max_rate_at_slo / capacity if res.max_rate_at_slo else None,
+        serve_reason=res.reason,
+        serve_trials=[t.to_dict() for t in res.trials],
+        serve_seeds=[t.seed for t in res.trials],
+    )
+    if best is not None:
+        out.update(
+            serve_p50_ms=best.p50_ms,
+            serve_p90_ms=best.p90_ms,
+            serve_p99_ms=best.p99_ms,
+            serve_achieved_rate=best.achieved_rate,
+            mean_batch=best.mean_batch,
+            padding_frac=best.padding_frac,
+            energy_per_request_j=best.energy_per_request_j,
+            serve_note=best.note,
+        )
+    return out
