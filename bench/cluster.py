@@ -35,6 +35,11 @@ class Cluster:
         return len(self.workers)
 
     @property
+    def tasks_here(self) -> int:
+        """Tasks of the cluster on this rank's host (accelbench wants one per node)."""
+        return self.hosts.count(self.hosts[self.rank])
+
+    @property
     def hosts(self) -> list[str]:
         """Host of each rank."""
         return [w.rsplit(":", 1)[0] for w in self.workers]

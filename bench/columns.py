@@ -67,6 +67,7 @@ FIGURE_COLUMNS = [
     "first_step_s",
     "model_parallel_split_fraction",
     "xla_flops_per_device_step",
+    "case_wall_s",  # the case's whole time in its worker: build, compile, rounds, latency or rate search
     # serve: the highest request rate whose p99 is certified under the SLO, and how it was found
     "max_rate_at_slo",
     "rate_bracket_low",

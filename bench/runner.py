@@ -93,6 +93,13 @@ class Run:
         # in a cluster only rank 0 owns the results file and the report; other ranks keep logs
         self.owner = cluster is None or cluster.rank == 0
         self.plan = plan(self.opts, machine)
+        if cluster is not None and cluster.tasks_here > 1 and any(c.device_kind == "gpu" for c, _ in self.plan):
+            # every task of a node would open the same first K GPUs (NCCL: "Duplicate GPU detected"), and
+            # the node's energy would be counted once per task (gpu-review-2 finding 6)
+            raise UserError(
+                f"{cluster.tasks_here} tasks on this node ({cluster.hosts[cluster.rank]}) with GPU cases: accelbench "
+                "runs one task per node that drives all its GPUs; launch with --ntasks-per-node=1"
+            )
         self.progress = progress
 
     @classmethod

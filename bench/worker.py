@@ -8,6 +8,7 @@ fsynced); the parent owns the results file.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 import os
@@ -24,6 +25,8 @@ from bench.cases import Case
 from bench.coordination import coordinator
 from bench.precision import PrecisionSpec
 from bench.protocol import WorkerPlan
+
+SERVE_ROUNDS_SHARE = 4  # a serve case's timed rounds take a quarter of the profile's case budget
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
@@ -125,6 +128,7 @@ class WorkerSession:
             self.spool.send(protocol.Skipped(case_id))
             pytest.skip("measured in an earlier attempt of this run")
         case = self.cases[case_id]
+        started = time.perf_counter()
         w = WORKLOADS[case.workload]
         info = records.base_info(case, self.plan.run_id, w.flops_per_sample(w.size(self.plan.profile), case.step_mode))
         if self.setup_error:
@@ -162,6 +166,7 @@ class WorkerSession:
         finally:
             self.be.end_case()
             gc.collect()
+        info["case_wall_s"] = time.perf_counter() - started  # where a run's time goes, case by case
         if info["status"] == "ok":
             record = records.measured(
                 case, benchmark.stats.as_dict(include_data=True), info, benchmark.stats.stats.data
@@ -252,7 +257,10 @@ class WorkerSession:
             built.step()
             be.sync()
 
-        k, rounds = self.loop.plan_rounds(self.coord.calibrate(step_and_sync, self.timing), self.timing)
+        timing = self.timing
+        if case.mode == "serve":  # its rounds give only the capacity bound: the rate search is the figure
+            timing = dataclasses.replace(timing, case_budget_s=timing.case_budget_s / SERVE_ROUNDS_SHARE)
+        k, rounds = self.loop.plan_rounds(self.coord.calibrate(step_and_sync, timing), timing)
         window = self.telemetry.Window(
             self.gpus, self.host, interval_s=self.plan.sampler_interval_s, threaded=self.plan.sampler
         )

@@ -1,5 +1,6 @@
 """Cluster identity from TF_CONFIG and Slurm (no TensorFlow)."""
 
+import dataclasses
 import json
 from datetime import datetime, timezone
 
@@ -122,3 +123,27 @@ def test_planner_in_cluster_mode():
     ):
         with pytest.raises(UserError, match=msg):
             RunOptions(nodes=2, **bad)
+
+
+def test_several_tasks_per_node_with_gpus_are_refused_before_they_share_gpus(tmp_path):
+    """gpu-review-2 finding 6: every task of a node would open the same first K GPUs."""
+    from test_capability import machine
+
+    from bench import runner
+    from bench.planning import RunOptions
+
+    two_gpus = machine(tf_gpus=[("NVIDIA A100-SXM4-40GB", (8, 0))] * 2, nvml_gpus=2)
+    c = cl.parse_slurm(slurm(1, nodes="g[1-2]", tasks="2(x2)", SLURM_LOCALID="1", SLURMD_NODENAME="g1"))
+    assert c.tasks_here == 2 and c.local_rank == 1
+    opts = RunOptions(profile="smoke", workloads=("mlp",), modes=("train",), devices=("gpu:1",), nodes=4)
+    with pytest.raises(UserError, match="2 tasks on this node \\(g1\\) with GPU cases.*--ntasks-per-node=1"):
+        runner.Run.new(opts, two_gpus, tmp_path, ["run"], cluster=c)
+    cpu = RunOptions(profile="smoke", workloads=("mlp",), modes=("train",), devices=("cpu",), nodes=4)
+    assert runner.Run.new(cpu, two_gpus, tmp_path, ["run"], cluster=c).plan  # CPU tasks share nothing
+    one = cl.parse_slurm(slurm(1, nodes="g[1-2]", tasks="1(x2)", SLURMD_NODENAME="g2"))
+    assert (
+        one.tasks_here == 1
+        and runner.Run.new(
+            dataclasses.replace(opts, nodes=2), two_gpus, tmp_path, ["run"], cluster=one, run_id="r1"
+        ).plan
+    )
