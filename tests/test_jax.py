@@ -20,11 +20,12 @@ from bench.devices import cpu_info
 pytest.importorskip("jax")
 pytestmark = pytest.mark.slow
 
-# 11 cases, about a minute on 2 cores: every workload in both modes (fp32), bf16 training, data
-# parallel, model parallel for the MLP (both modes) and the transformer (attention split)
+# 12 cases, about a minute on 2 cores: every workload in both modes (fp32), bf16 training, data
+# parallel, model parallel for the MLP (both modes) and the transformer (attention split), MLP serving
 SELECT = (
-    "cpu-jax-fp32 or mlp-train-cpu-jax-mixed_bfloat16 or mlp-train-cpu2-virtual-jax-fp32"
-    " or (mlp and cpu2-virtual-jax-mp-fp32) or transformer-train-cpu2-virtual-jax-mp-fp32"
+    "(cpu-jax-fp32 and not serve) or mlp-train-cpu-jax-mixed_bfloat16 or mlp-train-cpu2-virtual-jax-fp32"
+    " or (mlp and cpu2-virtual-jax-mp-fp32 and not serve) or transformer-train-cpu2-virtual-jax-mp-fp32"
+    " or mlp-serve-cpu-jax-fp32"
 )
 
 
@@ -34,7 +35,7 @@ def jax_run(tmp_path_factory):
     args = [
         *("run", "--backend", "jax", "--profile", "smoke", "--workloads", "mlp,cnn,transformer"),
         *("--devices", "cpu", "--virtual-devices", "2", "--parallelism", "both"),
-        *("--precisions", "fp32,mixed_bfloat16", "-k", SELECT),
+        *("--precisions", "fp32,mixed_bfloat16", "--modes", "train,infer,serve", "-k", SELECT),
         *("--results-dir", str(d / "results"), "--no-report"),
     ]
     env = {**os.environ, "KERAS_BACKEND": "tensorflow"}  # the runner must set the worker's backend itself
@@ -48,8 +49,10 @@ def jax_run(tmp_path_factory):
 def test_every_workload_trains_and_infers_on_jax(jax_run):
     _, _, doc, cases = jax_run
     bf16 = capability.cpu_precision("mixed_bfloat16", cpu_info().flags, "jax")
-    assert len(cases) == 11
+    assert len(cases) == 12
     for cid, e in cases.items():
+        if e["mode"] == "serve":
+            continue  # test_serving_on_jax
         assert e["backend"] == "jax" and e["xla"] is True and "-xla" not in cid
         if "mixed_bfloat16" in cid and not bf16.supported:
             assert e["status"] == "unsupported" and e["reason"] == bf16.reason
@@ -65,6 +68,17 @@ def test_every_workload_trains_and_infers_on_jax(jax_run):
         assert e["math_mode"] == ("fp32" if e["precision"] == "fp32" else "bf16 compute, float32 variables")
     assert doc["machine_info"]["accelbench"]["jax"]
     assert doc["machine_info"]["accelbench"]["tensorflow"] is None  # JAX only: TensorFlow never probed
+
+
+def test_serving_on_jax(jax_run):
+    e = jax_run[3]["mlp-serve-cpu-jax-fp32-b64-slo10ms"]
+    assert e["status"] == "ok", e.get("reason")
+    assert e["xla_scope"] == "forward (jax.jit, one executable per bucket size)" and e["compile_s"] > 0
+    assert e["capacity_rate"] > 0 and e["buckets"] == [1, 2, 4, 8, 16, 32, 64] and e["serve_trials"]
+    if e["max_rate_at_slo"] is not None:  # (a loaded CI machine may find none, and say why)
+        assert e["serve_p99_ms"] <= 10.0 and e["max_rate_at_slo"] < e["capacity_rate"] / 0.98
+    else:
+        assert e["serve_reason"]
 
 
 def test_data_parallel_over_two_virtual_cpus(jax_run):

@@ -46,7 +46,8 @@ class Agreement:
             return f"cannot compare: {self.detail}"
         return (
             f"counter {self.counter_j:.1f} J vs integrated instant power {self.integrated_j:.1f} J "
-            f"({(self.difference or 0) * 100:+.1f}%) over {self.duration_s:.1f} s, {self.samples} samples; {self.detail}"
+            f"({(self.difference or 0) * 100:+.1f}%) over {self.duration_s:.1f} s, {self.samples} samples; {self.detail}; "
+            "one sensor read two ways: this checks consistency, not accuracy"
         )
 
 

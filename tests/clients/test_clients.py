@@ -149,3 +149,5 @@ def test_pages_cover_every_kind_the_project_publishes(built):
         assert any(n.endswith(kind) for n in names), kind
     for kind in ("/regressions.html", "/trends/", "/nights/", "/reports/"):
         assert any(kind in n for n in names), kind
+    fresh = next(p for p in built if str(p).endswith("report-fresh/index.html")).read_text()
+    assert "Serving: capacity at the latency SLO" in fresh and "latency vs request rate" in fresh  # checked too
