@@ -60,6 +60,7 @@ class FakeGPU:
     pstate_idle: int = 8
     compute_pids: list[int] = field(default_factory=list)  # processes with a CUDA context on this GPU
     pstate_load: int = 0
+    compute_mode: int = 0  # NVML_COMPUTEMODE_DEFAULT
 
     def power(self, t: float) -> float:
         return self.load_w if t >= self.load_at else self.idle_w
@@ -207,6 +208,9 @@ class FakeNVML(types.SimpleNamespace):
     def nvmlDeviceGetPerformanceState(self, h):
         g = self._gpu(h)
         return g.pstate_load if g.power(self.clock()) == g.load_w and g.load_w != g.idle_w else g.pstate_idle
+
+    def nvmlDeviceGetComputeMode(self, h):
+        return self._gpu(h, "compute_mode").compute_mode
 
     def nvmlDeviceGetMigMode(self, h):
         g = self._gpu(h)

@@ -535,3 +535,20 @@ def test_the_next_worker_waits_until_nvml_no_longer_lists_the_killed_one(fake_nv
     a.lost_at = clock()
     lost = gpus.wait_released(["00000000:1A:00.0"], 4242, 5, clock, clock.advance)
     assert lost.startswith("NVML cannot open 0000:1a:00.0 (NVML GPU 0 skipped:") and "reset" in lost
+
+
+def test_the_compute_mode_is_recorded_and_an_exclusive_one_is_explained(fake_nvml):
+    from test_capability import machine
+
+    from bench.report.devices_text import describe
+
+    fake_nvml([FakeGPU(uuid="GPU-a", compute_mode=3), FakeGPU(uuid="GPU-b", bus_id="00000000:3C:00.0")])
+    a, b = gpus.discover().gpus
+    assert (a.compute_mode, b.compute_mode) == ("exclusive_process", "default")
+    assert a.to_dict()["compute_mode"] == "exclusive_process"
+    m = machine()
+    m.nvml.gpus[:] = [a, b]
+    text = describe(m)
+    assert text.count("compute mode") == 1 and "compute mode exclusive_process: one process per GPU" in text
+    fake_nvml([FakeGPU(unsupported={"compute_mode"})])
+    assert gpus.discover().gpus[0].compute_mode is None  # not reported: nothing said, nothing guessed

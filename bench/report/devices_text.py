@@ -30,6 +30,11 @@ def describe(m: Machine) -> str:
         cc = ".".join(map(str, g.compute_capability)) if g.compute_capability else "?"
         mem = f"{g.memory_total_bytes / 2**30:.0f} GiB" if g.memory_total_bytes else "? GiB"
         lines.append(f"  {g.pci_bus_id}  {g.name}  {g.uuid}  {mem}  cc {cc}" + ("  MIG on" if g.mig else ""))
+        if g.compute_mode not in (None, "default"):
+            lines.append(
+                f"    compute mode {g.compute_mode}: one process per GPU, so workers start only after the previous "
+                "one has released it, and a second process on it (a probe) is refused"
+            )
         lines.append("    telemetry: " + ", ".join(f"{k} {v}" for k, v in g.capabilities.items()))
     lines.append(
         f"TensorFlow GPUs: {m.tf_gpu_count}"

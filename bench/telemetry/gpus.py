@@ -45,6 +45,7 @@ class GPUInfo:
     compute_capability: tuple[int, int] | None
     capabilities: dict[str, str] = field(default_factory=dict)
     mig: bool = False
+    compute_mode: str | None = None  # default | exclusive_process | prohibited (None: not reported)
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -57,6 +58,7 @@ class GPUInfo:
             "compute_capability": list(self.compute_capability) if self.compute_capability else None,
             "capabilities": dict(self.capabilities),
             "mig": self.mig,
+            "compute_mode": self.compute_mode,
         }
 
 
@@ -95,6 +97,11 @@ def init() -> None:
         raise NVMLUnavailable(f"NVML init failed: {e}") from None
 
 
+# NVML's compute modes (nvmlComputeMode_t): under exclusive_process a second process on the GPU is
+# refused a context, so a probe or telemetry process beside a case can fail (gpu-review-2 finding 13)
+COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
+
+
 def _gpu_info(i: int) -> GPUInfo:
     h = call("nvmlDeviceGetHandleByIndex", i)
     mem = nvml.optional("nvmlDeviceGetMemoryInfo", h)
@@ -108,6 +115,9 @@ def _gpu_info(i: int) -> GPUInfo:
         compute_capability=(int(cc[0]), int(cc[1])) if cc else None,
         capabilities=nvml.capabilities(h),
         mig=nvml.mig_enabled(h),
+        compute_mode=COMPUTE_MODES.get(mode, f"mode {mode}")
+        if (mode := nvml.optional("nvmlDeviceGetComputeMode", h)) is not None
+        else None,
     )
 
 
