@@ -10,6 +10,7 @@ import json
 import os
 import re
 import sys
+from typing import Any
 
 _DESC = re.compile(r"(?:^|,\s*)([a-z ]+):\s*([^,]+)")
 
@@ -43,7 +44,24 @@ def tf_gpu_descs() -> list[dict]:
     """
     from tensorflow.python.client import device_lib
 
-    return [parse_gpu_desc(d.physical_device_desc) for d in device_lib.list_local_devices() if d.device_type == "GPU"]
+    return [
+        parse_gpu_desc(d.physical_device_desc)
+        for d in device_lib.list_local_devices(session_config=growth_config())
+        if d.device_type == "GPU"
+    ]
+
+
+def growth_config() -> Any:
+    """A session config whose GPU allocators grow on demand.
+
+    ``list_local_devices()`` with the default config creates every GPU's allocator without
+    growth; the first tensor later placed on a GPU then reserves nearly all of its free memory
+    (tensorflow/tensorflow#8021), which on a shared machine takes it from other tenants
+    (gpu-review-2 finding 9).
+    """
+    import tensorflow as tf
+
+    return tf.compat.v1.ConfigProto(gpu_options=tf.compat.v1.GPUOptions(allow_growth=True))
 
 
 def probe(check: bool) -> dict:

@@ -234,3 +234,28 @@ def test_a_tensorflow_gpu1_worker_meters_its_one_gpu_not_the_machines_four():
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["error"] is None
     assert out["bus_ids"] == ["00000000:12:00.0"] and out["metered"] == ["0000:12:00.0"]  # the plan's GPU only
+
+
+GROWTH_PROBE = """
+import json
+from tensorflow.python.client import device_lib
+import bench.tfprobe as tp
+seen = []
+real = device_lib.list_local_devices
+def spy(session_config=None):  # the real call, its config remembered
+    seen.append(session_config)
+    return real(session_config=session_config)
+device_lib.list_local_devices = spy
+descs = tp.tf_gpu_descs()
+cfg = seen[0]
+print(json.dumps({"descs": descs, "growth": cfg is not None and cfg.gpu_options.allow_growth}))
+"""
+
+
+@pytest.mark.slow
+def test_the_probe_lists_gpus_with_allocators_that_grow_on_demand():
+    """gpu-review-2 finding 9: the default config made the first tensor take a GPU's free memory."""
+    r = subprocess.run([sys.executable, "-c", GROWTH_PROBE], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out == {"descs": [], "growth": True}  # this machine has no GPU; the config is what matters
