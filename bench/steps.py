@@ -41,8 +41,9 @@ class SyncedLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
 class Built:
     """A case's step function and everything it closes over.
 
-    ``xla_scope`` says what XLA compiles: ``forward+backward`` for training (the optimizer,
-    with its all-reduce, runs outside XLA), ``forward`` for inference, None without XLA.
+    ``xla_scope`` says what XLA compiles: ``whole step`` for training on one device,
+    ``forward+backward`` for training over several (the optimizer, with its all-reduce, runs
+    outside XLA), ``forward`` for inference, None without XLA.
     ``graph_ops`` lists the op types of the traced step, from which
     :func:`all_reduce_used` reads the all-reduce that really ran.
     """
@@ -136,14 +137,21 @@ def build_case(case: Case, profile: str, strategy: tf.distribute.Strategy, names
     def infer_replica(x: Any, y: Any) -> Any:
         return model(x, training=False)
 
-    if case.xla:
+    # one replica (OneDeviceStrategy): XLA compiles the whole training step, optimizer and loss
+    # scaling included, as JAX does; the split below is only for MirroredStrategy's merge_call
+    whole = case.xla and case.mode == "train" and len(names) == 1 and case.nodes == 1
+    if case.xla and not whole:
         grads_and_loss = tf.function(grads_and_loss, jit_compile=True)
+    if case.xla:
         infer_replica = tf.function(infer_replica, jit_compile=True)
 
     def train_replica(x: Any, y: Any) -> Any:
         grads, loss = grads_and_loss(x, y)
         optimizer.apply(grads, model.trainable_variables)
         return loss
+
+    if whole:
+        train_replica = tf.function(train_replica, jit_compile=True)
 
     replica = train_replica if case.mode == "train" else infer_replica
 
@@ -153,7 +161,7 @@ def build_case(case: Case, profile: str, strategy: tf.distribute.Strategy, names
 
     scope = None
     if case.xla:
-        scope = "forward+backward" if case.mode == "train" else "forward"
+        scope = ("whole step" if whole else "forward+backward") if case.mode == "train" else "forward"
     if case.mode == "serve":  # one device: requests come from and go back to the host
         serve = ServeStep(model, w.make_batch(size, case.per_replica_batch, seed=17)[0], names[0], case.xla)
         return Built(

@@ -188,8 +188,10 @@ def xla_gains(run: RunData) -> pd.DataFrame:
     out = []
     for _, row in t.iterrows():
         ref = Case.of(row).related(xla=False).id
-        out.append({"case_id": row["case_id"], "vs": ref, "gain": ratio(run, row["case_id"], ref)})
-    return pd.DataFrame(out, columns=["case_id", "vs", "gain"])
+        out.append(
+            {"case_id": row["case_id"], "vs": ref, "gain": ratio(run, row["case_id"], ref), "scope": row["xla_scope"]}
+        )
+    return pd.DataFrame(out, columns=["case_id", "vs", "gain", "scope"])
 
 
 def geomean_headline(run: RunData) -> float | None:

@@ -261,6 +261,11 @@ def gains(df: pd.DataFrame, empty: str) -> list:
     """A table of gains (precision or XLA) against their reference case."""
     if df.empty:
         return [Para(empty, cls="na")]
+    if "scope" in df:  # XLA: what it compiled (the whole step on one device; forward and backward on several)
+        rows = [
+            [r["case_id"], r["vs"], Cell(fmt_ratio(r["gain"]), cls="num"), r["scope"] or "-"] for _, r in df.iterrows()
+        ]
+        return [Table(["case", "against", "gain [95% CI]", "XLA compiled"], rows)]
     rows = [[r["case_id"], r["vs"], Cell(fmt_ratio(r["gain"]), cls="num")] for _, r in df.iterrows()]
     return [Table(["case", "against", "gain [95% CI]"], rows)]
 
