@@ -31,7 +31,7 @@ from bench.telemetry.energy_check import AGREEMENT, load_env, sampled_window
 from bench.telemetry.gpus import EmptyGPUs, NvidiaGPUs, open_gpus_by_bus_id
 
 BATCH = 64  # the smoke MLP's batch
-LOAD = [sys.executable, "-m", "bench.check"]  # + SECONDS: a TensorFlow matmul load on GPU:0
+LOAD = [sys.executable, "-m", "bench.check"]  # + SECONDS: a matmul load on GPU:0 (TensorFlow, else JAX)
 WINDOW_S = 10.0
 
 
@@ -44,12 +44,19 @@ class Row:
     detail: str
 
 
-def _case(kind: str, count: int, precision: str, xla: bool, virtual: bool = False) -> Case:
-    return Case("mlp", "train", kind, count, virtual, precision, xla, BATCH)
+def backend_of(machine: Machine) -> str:
+    """The backend the check runs on: TensorFlow where it is installed, else JAX."""
+    return "tensorflow" if machine.tf else "jax"
+
+
+def _case(kind: str, count: int, precision: str, xla: bool, virtual: bool = False, backend: str = "tensorflow") -> Case:
+    return Case("mlp", "train", kind, count, virtual, precision, xla or backend == "jax", BATCH, backend=backend)
 
 
 def paths(machine: Machine) -> list[tuple[str, Case]]:
     """Every path worth checking on any machine, named for people; the planner says which run."""
+    if backend_of(machine) == "jax":
+        return jax_paths(machine)
     n = machine.tf_gpu_count
     out = [(f"cpu {p}", _case("cpu", 1, p, False)) for p in ("fp32", "mixed_bfloat16")]
     out += [
@@ -68,10 +75,30 @@ def paths(machine: Machine) -> list[tuple[str, Case]]:
     return out
 
 
+def jax_paths(machine: Machine) -> list[tuple[str, Case]]:
+    """The paths of a JAX-only machine (JAX always compiles: no XLA axis; no virtual GPUs)."""
+    n = machine.gpu_count("jax")
+
+    def case(kind: str, count: int, precision: str, virtual: bool = False) -> Case:
+        return _case(kind, count, precision, True, virtual, "jax")
+
+    out = [(f"cpu {p} (JAX)", case("cpu", 1, p)) for p in ("fp32", "mixed_bfloat16")]
+    out += [("cpu2-virtual data parallel (JAX)", case("cpu", 2, "fp32", True))]
+    out += [(f"gpu1 {p} (JAX)", case("gpu", 1, p)) for p in PRECISIONS]
+    k = max(n, 2)
+    out += [
+        (f"gpu{k} all GPUs, data parallel (JAX)", case("gpu", k, "fp32")),
+        (f"gpu{k} all GPUs, loss scaling (JAX)", case("gpu", k, "mixed_float16")),
+    ]
+    return out
+
+
 def run_paths(machine: Machine, results_dir: Path, progress: Callable[..., Any] | None = None) -> list[Row]:
     """Run every supported path through the runner and its workers; one Row per path."""
     named = paths(machine)
-    opts = planning.RunOptions(profile="smoke", workloads=("mlp",), modes=("train",), devices=("cpu",))
+    opts = planning.RunOptions(
+        profile="smoke", workloads=("mlp",), modes=("train",), devices=("cpu",), backend=backend_of(machine)
+    )
     run = runner.Run.new(opts, machine, results_dir, ["devices", "--check"], progress=progress)
     run.plan = [(c, planning.support(c, machine)) for _, c in named]
     recs = {r.id: r.info for r in storage.case_records(storage.load(run.execute()))}
@@ -128,11 +155,15 @@ def nvml_row(
 def check(machine: Machine, results_dir: Path, progress: Callable[..., Any] | None = None) -> list[Row]:
     """Every path, then the NVML window (on the first GPU TensorFlow uses)."""
     rows = run_paths(machine, results_dir, progress)
-    if not machine.tf_gpu_count:
-        rows.append(Row(f"NVML {WINDOW_S:.0f} s window under load", "not available", machine.no_gpu_reason()))
+    if not machine.tf:  # a JAX-only install: said, not failed
+        rows.insert(0, Row("TensorFlow", "not available", "not installed; the paths below ran on JAX"))
+    be = backend_of(machine)
+    if not machine.gpu_count(be):
+        rows.append(Row(f"NVML {WINDOW_S:.0f} s window under load", "not available", machine.no_gpu_reason(be)))
         return rows
-    buses = machine.gpu_plan("gpu", 1, False)["pci_bus_ids"]
-    src = open_gpus_by_bus_id(buses) if buses else EmptyGPUs("TensorFlow reported no PCI bus id for GPU 0")
+    plan = machine.gpu_plan("gpu", 1, False) if be == "tensorflow" else machine.jax_gpu_plan("gpu", 1)
+    buses = plan["pci_bus_ids"]
+    src = open_gpus_by_bus_id(buses) if buses else EmptyGPUs(f"{be} reported no PCI bus id for GPU 0")
     # the load runs on the very GPU sampled (gpu-review-2 finding 7: it ran on CUDA's device 0,
     # FASTEST_FIRST by default, while the window sampled the first GPU in bus order)
     uuid = src.gpus[0].uuid if isinstance(src, NvidiaGPUs) and src.gpus else ""
@@ -141,10 +172,21 @@ def check(machine: Machine, results_dir: Path, progress: Callable[..., Any] | No
 
 
 def main() -> int:
-    """The load: ``python -m bench.check SECONDS`` runs fp32 matmuls on GPU:0."""
-    import tensorflow as tf
-
+    """The load: ``python -m bench.check SECONDS`` runs fp32 matmuls on GPU:0 (TensorFlow, else JAX)."""
     seconds = float(sys.argv[1])
+    try:
+        import tensorflow as tf
+    except ImportError:  # a JAX-only install
+        import jax
+
+        x = jax.device_put(jax.random.normal(jax.random.PRNGKey(0), (8192, 8192)), jax.devices("gpu")[0])
+        mm = jax.jit(lambda a: a @ a)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            for _ in range(10):
+                y = mm(x)
+            y.block_until_ready()  # one sync per 10 matmuls
+        return 0
     with tf.device("/GPU:0"):
         a = tf.random.normal((8192, 8192))
         b = tf.random.normal((8192, 8192))

@@ -275,10 +275,12 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 def cmd_devices(a: argparse.Namespace) -> int:
     """``accelbench devices [--check]``."""
-    from bench import devices
+    from bench import backends, devices
     from bench.report.devices_text import describe
 
-    machine = devices.discover(check=True)
+    # TensorFlow's view where it is installed; a JAX-only install (no TensorFlow) is described by JAX's
+    found = ("tensorflow",) if backends.installed("tensorflow") else backends.resolve("all")
+    machine = devices.discover(check="tensorflow" in found, backends=found)
     if not a.check:
         if a.json:
             print(json.dumps({**machine.to_dict(), "placement": machine.tf.get("placement", [])}, indent=1))

@@ -63,7 +63,7 @@ def test_the_load_child_sees_only_the_sampled_gpu(tmp_path, monkeypatch):
 
 def test_a_broken_gpu_path_fails_the_check_and_is_named(two_gpu_box, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_WORKER", "fail:gpu2-mixed_float16-xla")
-    monkeypatch.setattr(devices, "discover", lambda check=False: two_gpu_box)
+    monkeypatch.setattr(devices, "discover", lambda check=False, backends=("tensorflow",): two_gpu_box)
     rc = cli.main(["devices", "--check", "--results-dir", str(tmp_path)])
     out, err = capsys.readouterr()
     assert rc == 1

@@ -22,7 +22,10 @@ INSTALL_HINT = {"tensorflow": "pip install accelbench", "jax": "pip install 'acc
 
 def installed(backend: str) -> bool:
     """Whether ``backend`` can be imported here (looked up without importing it)."""
-    return importlib.util.find_spec(MODULE[backend]) is not None
+    try:
+        return importlib.util.find_spec(MODULE[backend]) is not None
+    except (ImportError, ValueError):  # a finder that refuses it: not importable here either
+        return False
 
 
 def resolve(choice: str) -> tuple[str, ...]:

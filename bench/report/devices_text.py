@@ -17,8 +17,15 @@ def describe(m: Machine) -> str:
         f"CPU: {c.model}, {c.logical_cores} logical cores ({c.physical_cores} physical, {c.affinity_cores} usable)",
         f"  flags that matter: {', '.join(c.flags) or 'none'}",
         f"TensorFlow {m.tf.get('tensorflow')} / Keras {m.tf.get('keras')}, built with CUDA: {m.tf.get('built_with_cuda')}"
-        + (f" (CUDA {m.tf.get('cuda_build')}, cuDNN {m.tf.get('cudnn_build')})" if m.tf.get("cuda_build") else ""),
+        + (f" (CUDA {m.tf.get('cuda_build')}, cuDNN {m.tf.get('cudnn_build')})" if m.tf.get("cuda_build") else "")
+        if m.tf
+        else "TensorFlow: not installed (a JAX-only install: runs and checks use JAX; pip install accelbench adds it)",
     ]
+    if m.jax:
+        lines.append(
+            f"JAX {m.jax.get('jax')} / jaxlib {m.jax.get('jaxlib')}: {m.gpu_count('jax')} GPU(s)"
+            + ("" if m.gpu_count("jax") else f" ({m.no_gpu_reason('jax')})")
+        )
     if m.nvml.reason:
         lines.append(f"NVML: unavailable: {m.nvml.reason}")
     else:
@@ -36,6 +43,7 @@ def describe(m: Machine) -> str:
                 "one has released it, and a second process on it (a probe) is refused"
             )
         lines.append("    telemetry: " + ", ".join(f"{k} {v}" for k, v in g.capabilities.items()))
+    tf_lines = len(lines)
     lines.append(
         f"TensorFlow GPUs: {m.tf_gpu_count}"
         + (
@@ -54,6 +62,8 @@ def describe(m: Machine) -> str:
             f"  tiny matmul on {p['requested']}: ran on {p['ran_on']} -> {verdict}"
             + (f" ({p['error']})" if p.get("error") else "")
         )
+    if not m.tf:  # nothing to say about TensorFlow's GPUs: the JAX line above says what JAX sees
+        del lines[tf_lines:]
     rapl = Rapl()
     lines.append(f"CPU energy (RAPL): {'available' if rapl.available else 'unavailable: ' + rapl.reason}")
     reasons: list[str] = []
@@ -65,14 +75,15 @@ def describe(m: Machine) -> str:
             reasons.append(s.reason)
         return f"no ({reasons.index(s.reason) + 1})"
 
-    rows = [["cpu"] + [cell(capability.cpu_precision(p, c.flags)) for p in PRECISIONS]]
-    for i, g in enumerate(m.tf.get("gpus", [])):
+    be = "tensorflow" if m.tf else "jax"
+    rows = [["cpu"] + [cell(capability.cpu_precision(p, c.flags, be)) for p in PRECISIONS]]
+    for i, g in enumerate((m.tf or m.jax).get("gpus", [])):
         gcc = (
             (int(g["compute_capability"][0]), int(g["compute_capability"][1])) if g.get("compute_capability") else None
         )
         rows.append([f"gpu{i}"] + [cell(capability.gpu_precision(p, gcc, g.get("name", ""))) for p in PRECISIONS])
-    if not m.tf_gpu_count:
-        rows.append(["gpu"] + [cell(capability.Support(False, m.no_gpu_reason()))] * len(PRECISIONS))
+    if not m.gpu_count(be):
+        rows.append(["gpu"] + [cell(capability.Support(False, m.no_gpu_reason(be)))] * len(PRECISIONS))
     lines += ["", "Precision support:", tabulate(rows, headers=["device", *PRECISIONS])]
     lines += [f"  ({i}) {r}" for i, r in enumerate(reasons, 1)]
     return "\n".join(lines)
