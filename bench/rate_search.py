@@ -111,6 +111,62 @@ def lowest_rate(longest_s: float) -> float:
 SERVICE_REPS = (5, 200, 0.2)  # a bucket's service time: the median of 5 to 200 calls, over 0.2 s where they fit
 
 
+ESTIMATE_MARGIN = 1.25  # a capacity estimated from one call may be this much too low
+
+
+def why_not(slo_ms: float, floor_ms: float, one_s: float, capacity: float, longest_s: float) -> str:
+    """Why no rate can be judged here ("" if one can): the harness, one request, or too little capacity."""
+    low = max(0.05 * capacity, lowest_rate(longest_s))
+    if FLOOR_SLOS * floor_ms > slo_ms:
+        return (
+            f"an SLO of {slo_ms:g} ms is not resolvable on this machine: the harness alone has a p99 of "
+            f"{floor_ms:.2f} ms (a no-op step), more than 1/{FLOOR_SLOS:.0f} of the SLO"
+        )
+    if one_s * 1e3 >= slo_ms:
+        return f"one request alone takes {one_s * 1e3:.3g} ms, at or over the SLO of {slo_ms:g} ms"
+    if low >= capacity:
+        return (
+            f"the capacity bound ({capacity:.3g} req/s) is under the lowest rate whose p99 a {longest_s:g} s "
+            f"trial can certify ({low:.3g} req/s: {certified_at(1)} requests)"
+        )
+    return ""
+
+
+def precheck(
+    step: Callable[[int], object],
+    max_batch: int,
+    slo_ms: float,
+    floor_ms: float,
+    clock: RealClock | VirtualClock,
+    longest_s: float,
+) -> dict:
+    """Before any timed round: can this case be judged at all? A few calls, not the whole measurement.
+
+    One request's service time (median of 3, after a first call that traces or compiles) and the
+    capacity from one call at the max batch (compiled already), given ``ESTIMATE_MARGIN``. Returns
+    the figures with ``serve_reason`` set when no rate can be judged (a CPU that takes longer than
+    the SLO for one request spends no minutes on rounds and buckets to say so).
+    """
+    step(1)
+    ones = []
+    for _ in range(3):
+        t = clock.now()
+        step(1)
+        ones.append(clock.now() - t)
+    t = clock.now()
+    step(max_batch)
+    estimate = max(max_batch / max(clock.now() - t, 1e-9), 1 / float(np.median(ones)))
+    reason = why_not(slo_ms, floor_ms, float(np.median(ones)), estimate * ESTIMATE_MARGIN, longest_s)
+    return {
+        "slo_ms": slo_ms,
+        "harness_floor_p99_ms": floor_ms,
+        "service_ms": {"1": float(np.median(ones)) * 1e3},
+        "capacity_rate": estimate,
+        "max_rate_at_slo": None,
+        "serve_reason": reason,
+    }
+
+
 def run_case(
     step: Callable[[int], object],
     max_batch: int,
@@ -162,19 +218,8 @@ def run_case(
         "max_rate_at_slo": None,
         "serve_reason": "",
     }
+    out["serve_reason"] = why_not(slo_ms, floor_ms, service[1], capacity, longest_s)
     low = max(0.05 * capacity, lowest_rate(longest_s))
-    if FLOOR_SLOS * floor_ms > slo_ms:
-        out["serve_reason"] = (
-            f"an SLO of {slo_ms:g} ms is not resolvable on this machine: the harness alone has a p99 of "
-            f"{floor_ms:.2f} ms (a no-op step), and the SLO must be at least {FLOOR_SLOS:.0f}x that"
-        )
-    elif service[1] * 1e3 >= slo_ms:
-        out["serve_reason"] = f"one request alone takes {service[1] * 1e3:.3g} ms, at or over the SLO of {slo_ms:g} ms"
-    elif low >= capacity:
-        out["serve_reason"] = (
-            f"the capacity bound ({capacity:.3g} req/s) is under the lowest rate whose p99 a {longest_s:g} s "
-            f"trial can certify ({low:.3g} req/s: {certified_at(1)} requests)"
-        )
     if out["serve_reason"]:
         return out
 

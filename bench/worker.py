@@ -53,6 +53,7 @@ class WorkerSession:
         self.cases = {c.id: c for c in plan.cases}
         self.probes: dict[str, Any] = {}
         self.skip: set[str] = set()
+        self._floor = 0.0  # serve: the harness floor of the case in hand (ms)
         self.setup_error: str | None = None
         self.coord = coordinator(plan)  # alone, or one node of a cluster
         self.backend = plan.backend
@@ -147,6 +148,8 @@ class WorkerSession:
             info["status"] = "ok"
         except self.loop.NumericsError as e:
             info.update(status="numerics", reason=str(e))
+        except Unjudgeable as u:  # the hardware cannot serve at this SLO: measured, said, no rounds spent
+            info.update(u.figures, status="unsupported", reason=u.figures["serve_reason"])
         except Exception as e:  # a failing case is data; the run goes on
             if self.be.is_oom(e):
                 info.update(status="oom", reason=_tail(e))
@@ -178,6 +181,8 @@ class WorkerSession:
             # a cluster's other workers are still inside this case's collectives: going on to the
             # next case would desynchronise them. Leave; they see a peer failure and stop too.
             os._exit(3)
+        if info["status"] == "unsupported":
+            pytest.skip(f"{case_id}: {info['reason']}")
         if info["status"] != "ok":
             pytest.fail(f"{case_id}: {info['status']}: {info['reason']}", pytrace=False)
 
@@ -185,9 +190,16 @@ class WorkerSession:
         """A case's phases in order, each a small step: peak, build, first step, warm-up, rounds, after."""
         if getattr(benchmark, "disabled", False):  # it would time nothing and return no statistics
             raise RuntimeError("pytest-benchmark is disabled in this worker (--benchmark-disable or xdist)")
+        if case.mode == "serve":  # the harness's own floor first, before this case loads the machine
+            from bench import serve
+
+            self.heartbeat(case.id, "serve: the harness floor")
+            self._floor = serve.harness_floor(serve.RealClock())
         out = self._peak(case)
         info["math_mode"] = self.be.apply_precision(case.precision_spec, case.device_kind)
         built, first = self._build(case, out)
+        if case.mode == "serve":
+            self._precheck(case, built)
         out.update(self.be.check_placement(built, first))
         # an inference step has no gradients to reduce: saying the configured all-reduce would suggest
         # it ran (gpu-review-2 finding 13)
@@ -309,13 +321,29 @@ class WorkerSession:
             "latency_samples": len(lat),
         }
 
+    def _precheck(self, case: Case, built: Any) -> None:
+        """A serve case no rate can be judged for (one request over the SLO, ...) ends here, with why."""
+        from bench import rate_search, serve
+
+        assert case.slo_ms is not None and built.serve is not None  # a serve case, built for serving
+        self.heartbeat(case.id, "serve: can this device be judged at this SLO?")
+        pre = rate_search.precheck(
+            built.serve,
+            case.per_replica_batch,
+            case.slo_ms,
+            self._floor,
+            serve.RealClock(),
+            self.timing.serve_max_trial_s,
+        )
+        if pre["serve_reason"]:
+            raise Unjudgeable(pre)
+
     def _serve(self, case: Case, built: Any, rounds_rate: float | None) -> dict:
         """Requests at rising rates through the dynamic batcher: the highest rate whose p99 meets the SLO."""
         from bench import rate_search, serve
 
         clock = serve.RealClock()
-        self.heartbeat(case.id, "serve: the harness floor")
-        floor = serve.harness_floor(clock)
+        floor = self._floor
 
         def metered(run: Any) -> serve.Trial:  # each trial inside its own telemetry window
             window = self.telemetry.Window(
@@ -355,6 +383,14 @@ class WorkerSession:
         vals = [idle.get(g.uuid) for g in getattr(self.gpus, "gpus", [])]
         known = [v for v in vals if v is not None]
         return sum(known) if vals and len(known) == len(vals) else None
+
+
+class Unjudgeable(Exception):
+    """A serve case whose rate cannot be judged on this machine; ``figures`` says what was measured and why."""
+
+    def __init__(self, figures: dict):
+        super().__init__(figures["serve_reason"])
+        self.figures = figures
 
 
 @dataclass(frozen=True)

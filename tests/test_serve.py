@@ -176,7 +176,7 @@ def test_a_serve_case_on_a_virtual_device():
 @pytest.mark.parametrize(
     ("slo", "floor", "service", "why"),
     [
-        (10.0, 2.0, 0.001, "not resolvable on this machine: the harness alone has a p99 of 2.00 ms"),
+        (10.0, 6.0, 0.001, "not resolvable on this machine: the harness alone has a p99 of 6.00 ms"),
         (10.0, 0.05, 0.012, "one request alone takes 12 ms, at or over the SLO of 10 ms"),
     ],
 )
@@ -204,3 +204,21 @@ def test_a_late_harness_is_counted_in_the_latencies_and_noted_not_hidden():
     b = serve.run_trial(sched, lambda b: late.advance(0.001), late, 8, 0.0, 0.05)
     assert a.passed and b.passed and a.note == "" and "woke over 1 ms late on 100.0%" in b.note
     assert b.p50_ms == pytest.approx(a.p50_ms + 2.0, abs=0.01)  # the 2 ms are in every request's latency
+
+
+def test_the_precheck_stops_a_case_that_cannot_be_judged_after_a_few_calls():
+    clock = serve.VirtualClock()
+    calls = []
+
+    def step(b):  # a CPU taking 80 ms for one request, 3 s for 64
+        calls.append(b)
+        clock.advance(0.08 if b == 1 else 0.047 * b)
+
+    pre = rate_search.precheck(step, 64, 15.0, 0.3, clock, 10.0)
+    assert pre["serve_reason"] == "one request alone takes 80 ms, at or over the SLO of 15 ms"
+    assert calls == [1, 1, 1, 1, 64] and pre["service_ms"] == {"1": pytest.approx(80.0)}
+    # too slow to certify: 32 / 1.5 s = 21 req/s (27 with the margin) under the 79 req/s a 10 s trial needs
+    slow = rate_search.precheck(lambda b: clock.advance(0.05 if b == 1 else 1.5), 32, 130.0, 0.3, clock, 10.0)
+    assert "trial can certify" in slow["serve_reason"]
+    fine = rate_search.precheck(lambda b: clock.advance(0.001 + 0.0001 * b), 64, 10.0, 0.3, clock, 10.0)
+    assert fine["serve_reason"] == "" and fine["capacity_rate"] == pytest.approx(64 / 0.0074)

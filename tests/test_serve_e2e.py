@@ -51,3 +51,17 @@ def test_serve_on_the_cpu_finds_a_rate_under_the_capacity_with_p99_under_the_slo
     )
     assert "req/s at p99 <= 10 ms" in r.stdout or "no rate at p99 <= 10 ms" in r.stdout
     assert json.loads(path.read_text())["benchmarks"][0]["stats"]["ops"] > 0  # a pytest-benchmark entry as ever
+
+
+def test_an_slo_no_request_can_meet_is_said_after_a_few_calls_without_rounds(tmp_path):
+    r = run_bench([*CMD, "--slo-ms", "0.05", "--no-report"], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (path,) = (tmp_path / "results").glob("*.json")
+    (rec,) = storage.case_records(storage.load(path))
+    e = rec.info
+    assert rec.id == "mlp-serve-cpu-fp32-b64-slo0.05ms" and rec.status == "unsupported"
+    assert e["reason"] == e["serve_reason"] and e["max_rate_at_slo"] is None
+    assert "not resolvable on this machine" in e["reason"] or "one request alone takes" in e["reason"]
+    assert e["service_ms"]["1"] > 0.05 or e["harness_floor_p99_ms"] * serve.FLOOR_SLOS > 0.05
+    assert rec.per_sample_s == () and "rounds" not in e  # nothing timed beyond the few calls that decided it
+    assert "no rate at p99 <= 0.05 ms" in r.stdout or "0.05 ms" in r.stdout

@@ -21,9 +21,10 @@ def _v(x: object) -> float | None:
 
 
 def serve_rows(run: RunData) -> pd.DataFrame:
-    """The run's measured serve cases."""
+    """The run's serve cases that were measured: searched, or found unable to serve at the SLO (with why)."""
     t = run.table
-    return t[(t["mode"] == "serve") & (t["status"] == "ok")]
+    judged = t["serve_reason"].fillna("").astype(str) != ""
+    return t[(t["mode"] == "serve") & ((t["status"] == "ok") | ((t["status"] == "unsupported") & judged))]
 
 
 def cpu_reference(r: pd.Series) -> str:
