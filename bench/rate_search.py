@@ -51,10 +51,12 @@ def search(
     """The highest offered rate whose p99 is certified under the SLO.
 
     ``trial(rate, seed)`` runs one trial. First the low end (``low``, by default 5% of the
-    capacity bound: if it fails, no rate passes) and one trial over capacity (1.5x, which must fail), then bisection
-    in log space between the last pass and the first fail until they are within 5% or
-    ``max_trials`` (these two included, reruns not) ran. Server results need not be monotone in the rate (LoadGen says so), so
-    the best pass is rerun with a new seed; a failed rerun demotes it to the bracket's top.
+    capacity bound: if it fails, no rate passes) and one trial over capacity (1.5x), which must
+    fail; then bisection in log space between the last pass and the capacity bound (no rate over
+    it is sustainable, though a short trial at a generous SLO can hide the growing queue) until
+    they are within 5% or ``max_trials`` (the first two included, reruns not) ran. Server results
+    need not be monotone in the rate (LoadGen says so), so the best pass is rerun with a new seed;
+    a failed rerun demotes it to the bracket's top.
     """
     out = Search(slo_ms, capacity)
     seeds = iter(range(seed, seed + 10 * max_trials + 10))
@@ -71,13 +73,15 @@ def search(
         out.bracket = (None, lo_t.rate)
         return out
     passes = [lo_t]
-    hi_t = run(OVER_CAPACITY * capacity)
+    hi_t = run(OVER_CAPACITY * capacity)  # a check of the harness and of the bound: it must fail
     if hi_t.passed:
         out.reason = f"{OVER_CAPACITY}x the capacity bound passed: the bound from the service times is too low"
         passes.append(hi_t)
         fail: float | None = None
     else:
-        fail = hi_t.rate
+        # no rate over the bound is sustainable, however long a short trial at a generous SLO hides
+        # the growing queue: the bound is the search's upper end
+        fail = capacity
     while fail is not None and fail / passes[-1].rate > CLOSE_ENOUGH and len(out.trials) < max_trials:
         t = run(math.sqrt(passes[-1].rate * fail))
         if t.passed:

@@ -76,7 +76,7 @@ def test_serving_on_jax(jax_run):
     assert e["xla_scope"] == "forward (jax.jit, one executable per bucket size)" and e["compile_s"] > 0
     assert e["capacity_rate"] > 0 and e["buckets"] == [1, 2, 4, 8, 16, 32, 64] and e["serve_trials"]
     if e["max_rate_at_slo"] is not None:  # (a loaded CI machine may find none, and say why)
-        assert e["serve_p99_ms"] <= 10.0 and e["max_rate_at_slo"] < e["capacity_rate"] / 0.98
+        assert e["serve_p99_ms"] <= 10.0 and e["max_rate_at_slo"] < e["capacity_rate"]
     else:
         assert e["serve_reason"]
 
