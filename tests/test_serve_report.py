@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from test_capability import machine
 
-from bench import runner, serve, storage
+from bench import runner, storage
 from bench.cli import main
 from bench.planning import RunOptions, plan
 from bench.report import analysis, console
