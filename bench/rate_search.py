@@ -115,6 +115,14 @@ def lowest_rate(longest_s: float) -> float:
 SERVICE_REPS = (5, 200, 0.2)  # a bucket's service time: the median of 5 to 200 calls, over 0.2 s where they fit
 
 
+class Unjudgeable(Exception):
+    """A serve case whose rate cannot be judged on this machine; ``figures`` says what was measured and why."""
+
+    def __init__(self, figures: dict):
+        super().__init__(figures["serve_reason"])
+        self.figures = figures
+
+
 ESTIMATE_MARGIN = 1.25  # a capacity estimated from one call may be this much too low
 
 

@@ -317,7 +317,7 @@ class Run:
         if not buses or end.pid is None:
             return None
         try:
-            return nvml.wait_released(buses, end.pid, RELEASE_WAIT_S)
+            return watchdog.wait_released(buses, end.pid, RELEASE_WAIT_S)
         except Exception as e:  # telemetry must never cost the run
             return f"could not check the GPUs were released ({type(e).__name__}: {e})"
 

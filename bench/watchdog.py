@@ -12,10 +12,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.cases import Case
+from bench.telemetry import gpus, nvml
 
 KILL_WAIT_S = 30.0  # how long a SIGKILLed worker may take to die before the run goes on without it
 STALLS_IN_A_ROW = 2  # consecutive workers of a group hanging before they measured anything: give up
@@ -84,3 +86,51 @@ def log_tail(log: Path, n: int = 3) -> str:
         return "no log"
     keep = [ln for ln in lines if not ln.startswith(("WARNING", "I0000", "W0000"))]
     return " | ".join(keep[-n:])[-400:] or "no output"
+
+
+def wait_released(
+    bus_ids: Sequence[str],
+    pid: int,
+    timeout_s: float = 30.0,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> str | None:
+    """Wait until NVML no longer lists ``pid`` as a compute process on these GPUs.
+
+    None once released (its contexts and memory freed), else why the next worker may find them held.
+    """
+    import time
+
+    clock, sleep = clock or time.monotonic, sleep or time.sleep
+    found = gpus.discover()
+    if found.reason:
+        return f"NVML cannot tell whether the GPUs were released ({found.reason})"
+    by_bus = {g.pci_bus_id: g for g in found.gpus}
+    wanted = [gpus.normalize_bus_id(x) for x in bus_ids]
+    gone = [b for b in wanted if b not in by_bus]
+    if gone:  # discovery skips a GPU it cannot open: a lost one is not a released one
+        return f"NVML cannot open {', '.join(gone)} ({'; '.join(found.notes) or 'not listed'}); it may need a reset"
+    chosen = [by_bus[b] for b in wanted]
+    t0 = clock()
+    while True:
+        try:
+            held = [
+                g.pci_bus_id
+                for g in chosen
+                if pid
+                in {
+                    int(p.pid)
+                    for p in nvml.call(
+                        "nvmlDeviceGetComputeRunningProcesses", nvml.call("nvmlDeviceGetHandleByUUID", g.uuid)
+                    )
+                }
+            ]
+        except nvml.GPULost as e:
+            return f"a GPU is lost ({e}); it may need a reset"
+        except (nvml.NVMLUnavailable, nvml.MetricUnsupported) as e:
+            return f"NVML cannot list the GPUs' processes ({e})"
+        if not held:
+            return None
+        if clock() - t0 >= timeout_s:
+            return f"the killed worker (pid {pid}) still held {', '.join(held)} after {timeout_s:.0f} s"
+        sleep(0.5)

@@ -67,8 +67,9 @@ class WorkerSession:
     def _setup(self) -> None:
         from bench import loop, telemetry
         from bench.backends.base import Backend
+        from bench.rate_search import Unjudgeable
 
-        self.loop, self.telemetry = loop, telemetry
+        self.loop, self.telemetry, self.Unjudgeable = loop, telemetry, Unjudgeable
         gpu = dict(self.plan.gpu)
         self.be: Backend
         if self.backend == "jax":  # never imports TensorFlow
@@ -148,7 +149,7 @@ class WorkerSession:
             info["status"] = "ok"
         except self.loop.NumericsError as e:
             info.update(status="numerics", reason=str(e))
-        except Unjudgeable as u:  # the hardware cannot serve at this SLO: measured, said, no rounds spent
+        except self.Unjudgeable as u:  # the hardware cannot serve at this SLO: measured, said, no rounds spent
             info.update(u.figures, status="unsupported", reason=u.figures["serve_reason"])
         except Exception as e:  # a failing case is data; the run goes on
             if self.be.is_oom(e):
@@ -336,7 +337,7 @@ class WorkerSession:
             self.timing.serve_max_trial_s,
         )
         if pre["serve_reason"]:
-            raise Unjudgeable(pre)
+            raise rate_search.Unjudgeable(pre)
 
     def _serve(self, case: Case, built: Any, rounds_rate: float | None) -> dict:
         """Requests at rising rates through the dynamic batcher: the highest rate whose p99 meets the SLO."""
@@ -383,14 +384,6 @@ class WorkerSession:
         vals = [idle.get(g.uuid) for g in getattr(self.gpus, "gpus", [])]
         known = [v for v in vals if v is not None]
         return sum(known) if vals and len(known) == len(vals) else None
-
-
-class Unjudgeable(Exception):
-    """A serve case whose rate cannot be judged on this machine; ``figures`` says what was measured and why."""
-
-    def __init__(self, figures: dict):
-        super().__init__(figures["serve_reason"])
-        self.figures = figures
 
 
 @dataclass(frozen=True)

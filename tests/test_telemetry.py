@@ -516,6 +516,8 @@ def test_busy_cpu_threshold_is_ten_percent_of_the_machine(fake_nvml, clock, othe
 
 
 def test_the_next_worker_waits_until_nvml_no_longer_lists_the_killed_one(fake_nvml, clock):
+    from bench import watchdog
+
     a = FakeGPU(uuid="GPU-a", bus_id="00000000:1A:00.0", compute_pids=[4242, 9])
     b = FakeGPU(uuid="GPU-b", bus_id="00000000:3B:00.0", compute_pids=[4242])
     fake_nvml([a, b])
@@ -527,13 +529,13 @@ def test_the_next_worker_waits_until_nvml_no_longer_lists_the_killed_one(fake_nv
         if clock() >= 102.0:
             a.compute_pids, b.compute_pids = [9], []
 
-    assert gpus.wait_released(["0000:1a:00.0", "00000000:3B:00.0"], 4242, 30, clock, sleep) is None
+    assert watchdog.wait_released(["0000:1a:00.0", "00000000:3B:00.0"], 4242, 30, clock, sleep) is None
     assert sum(sleeps) == pytest.approx(2.0)  # released: the other process on GPU a does not matter
     a.compute_pids = [4242]
-    held = gpus.wait_released(["00000000:1A:00.0"], 4242, 5, clock, lambda dt: clock.advance(dt))
+    held = watchdog.wait_released(["00000000:1A:00.0"], 4242, 5, clock, lambda dt: clock.advance(dt))
     assert held == "the killed worker (pid 4242) still held 0000:1a:00.0 after 5 s"  # the normalised bus id
     a.lost_at = clock()
-    lost = gpus.wait_released(["00000000:1A:00.0"], 4242, 5, clock, clock.advance)
+    lost = watchdog.wait_released(["00000000:1A:00.0"], 4242, 5, clock, clock.advance)
     assert lost.startswith("NVML cannot open 0000:1a:00.0 (NVML GPU 0 skipped:") and "reset" in lost
 
 

@@ -224,14 +224,9 @@ class Site:
             cps = [idx[t] for t in change_points(vals)] if len(vals) >= 6 else []
             self.markers[(v.testbed, cid)] = [len(j.points) - len(pts) + i for i in cps]
             c = last_cases.get(cid, {})
-            serving = c.get("metric") == "max_rate_at_slo"  # a serve case: its rate at the SLO and the search's bracket
+            serve = ["req/s at the SLO", "[last pass, first fail]"]  # a serve case's rate and its search's bracket
             data = Table(
-                [
-                    "night",
-                    "req/s at the SLO" if serving else "samples/s",
-                    "[last pass, first fail]" if serving else "95% CI",
-                    "state",
-                ],
+                ["night", *(serve if c.get("metric") == "max_rate_at_slo" else ["samples/s", "95% CI"]), "state"],
                 [
                     [
                         p.night_id,
