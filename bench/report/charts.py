@@ -134,15 +134,16 @@ def latency_vs_rate(
     markers = "osD^v<>p"
     alt = []
     for i, (name, pts) in enumerate(series.items()):
-        pts = sorted(p for p in pts if p[0] > 0 and p[2] is not None)
-        if not pts:
+        nan = float("nan")  # a missing p50 is a gap in its line
+        ok = sorted((x, nan if p50 is None else p50, p99) for x, p50, p99 in pts if x > 0 and p99 is not None)
+        if not ok:
             continue
         colour, m = PALETTE[i % len(PALETTE)], markers[i % len(markers)]
-        xs = [p[0] for p in pts]
-        ax.plot(xs, [p[2] for p in pts], marker=m, color=colour, label=f"{name} p99", linewidth=1.2)
-        ax.plot(xs, [p[1] for p in pts], marker=m, color=colour, linestyle="--", linewidth=0.8, alpha=0.7)
+        xs = [p[0] for p in ok]
+        ax.plot(xs, [p[2] for p in ok], marker=m, color=colour, label=f"{name} p99", linewidth=1.2)
+        ax.plot(xs, [p[1] for p in ok], marker=m, color=colour, linestyle="--", linewidth=0.8, alpha=0.7)
         rate = found.get(name)
-        at = [p for p in pts if rate and abs(p[0] / rate - 1) < 0.1]
+        at = [p for p in ok if rate and abs(p[0] / rate - 1) < 0.1]
         if rate and at:
             ax.plot([at[-1][0]], [at[-1][2]], marker="o", markersize=11, fillstyle="none", color=colour)
         alt.append(f"{name}: " + (f"{human(rate)} req/s at the SLO" if rate else "no rate meets the SLO"))
