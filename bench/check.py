@@ -50,7 +50,7 @@ def backend_of(machine: Machine) -> str:
 
 
 def _case(kind: str, count: int, precision: str, xla: bool, virtual: bool = False, backend: str = "tensorflow") -> Case:
-    return Case("mlp", "train", kind, count, virtual, precision, xla or backend == "jax", BATCH, backend=backend)
+    return Case("mlp", "train", kind, count, virtual, precision, xla, BATCH, backend=backend)
 
 
 def paths(machine: Machine) -> list[tuple[str, Case]]:

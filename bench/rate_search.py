@@ -112,6 +112,28 @@ def lowest_rate(longest_s: float) -> float:
     return 1.2 * certified_at(1) / longest_s
 
 
+def low_end(capacity: float, longest_s: float) -> float:
+    """The search's first rate: 5% of the capacity, or the lowest rate a longest trial can certify."""
+    return max(0.05 * capacity, lowest_rate(longest_s))
+
+
+def service_time(
+    step: Callable[[int], object],
+    n: int,
+    clock: RealClock | VirtualClock,
+    least: int,
+    most: int = 0,
+    budget_s: float = 0.0,
+) -> float:
+    """The median time of ``least`` calls of ``step(n)``, more (up to ``most``) while they fit ``budget_s``."""
+    times: list[float] = []
+    while len(times) < least or (len(times) < most and sum(times) < budget_s):
+        t = clock.now()
+        step(n)
+        times.append(clock.now() - t)
+    return float(np.median(times))
+
+
 SERVICE_REPS = (5, 200, 0.2)  # a bucket's service time: the median of 5 to 200 calls, over 0.2 s where they fit
 
 
@@ -128,7 +150,7 @@ ESTIMATE_MARGIN = 1.25  # a capacity estimated from one call may be this much to
 
 def why_not(slo_ms: float, floor_ms: float, one_s: float, capacity: float, longest_s: float) -> str:
     """Why no rate can be judged here ("" if one can): the harness, one request, or too little capacity."""
-    low = max(0.05 * capacity, lowest_rate(longest_s))
+    low = low_end(capacity, longest_s)
     if FLOOR_SLOS * floor_ms > slo_ms:
         return (
             f"an SLO of {slo_ms:g} ms is not resolvable on this machine: the harness alone has a p99 of "
@@ -160,19 +182,13 @@ def precheck(
     the SLO for one request spends no minutes on rounds and buckets to say so).
     """
     step(1)
-    ones = []
-    for _ in range(3):
-        t = clock.now()
-        step(1)
-        ones.append(clock.now() - t)
-    t = clock.now()
-    step(max_batch)
-    estimate = max(max_batch / max(clock.now() - t, 1e-9), 1 / float(np.median(ones)))
-    reason = why_not(slo_ms, floor_ms, float(np.median(ones)), estimate * ESTIMATE_MARGIN, longest_s)
+    one = service_time(step, 1, clock, 3)
+    estimate = max(max_batch / max(service_time(step, max_batch, clock, 1), 1e-9), 1 / one)
+    reason = why_not(slo_ms, floor_ms, one, estimate * ESTIMATE_MARGIN, longest_s)
     return {
         "slo_ms": slo_ms,
         "harness_floor_p99_ms": floor_ms,
-        "service_ms": {"1": float(np.median(ones)) * 1e3},
+        "service_ms": {"1": one * 1e3},
         "capacity_rate": estimate,
         "max_rate_at_slo": None,
         "serve_reason": reason,
@@ -206,17 +222,9 @@ def run_case(
     t0 = clock.now()
     for b in sizes:  # every bucket traced or compiled before anything is timed
         step(b)
-    service: dict[int, float] = {}
     warm = clock.now() - t0
     heartbeat("serve: service time per bucket")
-    least, most, budget_s = SERVICE_REPS
-    for b in sizes:
-        times: list[float] = []
-        while len(times) < least or (len(times) < most and sum(times) < budget_s):
-            t = clock.now()
-            step(b)
-            times.append(clock.now() - t)
-        service[b] = float(np.median(times))
+    service = {b: service_time(step, b, clock, *SERVICE_REPS) for b in sizes}
     capacity = max([b / s for b, s in service.items()] + [rounds_rate or 0.0])
     delay_s = MAX_DELAY_SLO_SHARE * slo_ms / 1e3
     out: dict = {
@@ -228,10 +236,8 @@ def run_case(
         "capacity_rate": capacity,
         "harness_floor_p99_ms": floor_ms,
         "max_rate_at_slo": None,
-        "serve_reason": "",
+        "serve_reason": why_not(slo_ms, floor_ms, service[1], capacity, longest_s),
     }
-    out["serve_reason"] = why_not(slo_ms, floor_ms, service[1], capacity, longest_s)
-    low = max(0.05 * capacity, lowest_rate(longest_s))
     if out["serve_reason"]:
         return out
 
@@ -244,7 +250,7 @@ def run_case(
 
         return meter(run) if meter else run()
 
-    res = search(trial, capacity, slo_ms, max_trials, seed, low)
+    res = search(trial, capacity, slo_ms, max_trials, seed, low_end(capacity, longest_s))
     best = res.best
     out.update(
         max_rate_at_slo=res.max_rate_at_slo,

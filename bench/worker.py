@@ -25,6 +25,7 @@ from bench.cases import Case
 from bench.coordination import coordinator
 from bench.precision import PrecisionSpec
 from bench.protocol import WorkerPlan
+from bench.rate_search import Unjudgeable
 
 SERVE_ROUNDS_SHARE = 4  # a serve case's timed rounds take a quarter of the profile's case budget
 
@@ -67,9 +68,8 @@ class WorkerSession:
     def _setup(self) -> None:
         from bench import loop, telemetry
         from bench.backends.base import Backend
-        from bench.rate_search import Unjudgeable
 
-        self.loop, self.telemetry, self.Unjudgeable = loop, telemetry, Unjudgeable
+        self.loop, self.telemetry = loop, telemetry
         gpu = dict(self.plan.gpu)
         self.be: Backend
         if self.backend == "jax":  # never imports TensorFlow
@@ -149,7 +149,7 @@ class WorkerSession:
             info["status"] = "ok"
         except self.loop.NumericsError as e:
             info.update(status="numerics", reason=str(e))
-        except self.Unjudgeable as u:  # the hardware cannot serve at this SLO: measured, said, no rounds spent
+        except Unjudgeable as u:  # the hardware cannot serve at this SLO: measured, said, no rounds spent
             info.update(u.figures, status="unsupported", reason=u.figures["serve_reason"])
         except Exception as e:  # a failing case is data; the run goes on
             if self.be.is_oom(e):
@@ -337,7 +337,7 @@ class WorkerSession:
             self.timing.serve_max_trial_s,
         )
         if pre["serve_reason"]:
-            raise rate_search.Unjudgeable(pre)
+            raise Unjudgeable(pre)
 
     def _serve(self, case: Case, built: Any, rounds_rate: float | None) -> dict:
         """Requests at rising rates through the dynamic batcher: the highest rate whose p99 meets the SLO."""
