@@ -61,6 +61,11 @@ class FakeGPU:
     compute_pids: list[int] = field(default_factory=list)  # processes with a CUDA context on this GPU
     pstate_load: int = 0
     compute_mode: int = 0  # NVML_COMPUTEMODE_DEFAULT
+    max_sm_mhz: int = 1980
+    default_limit_mw: int = 700_000
+    pcie_gen: int = 5  # the fastest this GPU in this slot can do
+    pcie_width: int = 16
+    gpu_pcie_gen: int = 5  # the GPU's own fastest
 
     def power(self, t: float) -> float:
         return self.load_w if t >= self.load_at else self.idle_w
@@ -227,3 +232,19 @@ class FakeNVML(types.SimpleNamespace):
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h):
         return self._gpu(h).limit_mw
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, h):
+        return self._gpu(h).default_limit_mw
+
+    def nvmlDeviceGetMaxClockInfo(self, h, kind):
+        g = self._gpu(h)
+        return g.max_sm_mhz if kind == pynvml.NVML_CLOCK_SM else g.mem_mhz
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h):
+        return self._gpu(h, "pcie").pcie_gen
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h):
+        return self._gpu(h, "pcie").pcie_width
+
+    def nvmlDeviceGetGpuMaxPcieLinkGeneration(self, h):
+        return self._gpu(h, "pcie").gpu_pcie_gen

@@ -29,6 +29,7 @@ FLOORS = {
     "bench.report.numbers": 0,
     "bench.report.mdtext": 0,
     "bench.report.peaks": 0,
+    "bench.report.published": 0,
     "bench.history.changepoints": 0,
     "bench.jaxprobe": 0,
     "bench.tfprobe": 0,

@@ -6,7 +6,7 @@ Only Keras 3 APIs and NumPy are used here, so the models stay backend-neutral.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 PROFILES = ("smoke", "standard", "large")
@@ -27,6 +27,8 @@ class Workload:
         num_classes: size -> number of output classes (labels are int32 class ids).
         forward_flops: size -> analytic forward FLOPs per sample (2 per multiply-add, 1 per
             bias add; activations, normalisation and softmax are not counted).
+        published_as: profile -> the model name published figures use for exactly that size
+            (``resnet50_v1.5``); a size no one publishes for has none (``bench/report/published.py``).
     """
 
     name: str
@@ -37,6 +39,7 @@ class Workload:
     input_shape: Callable[[Any], tuple[int, ...]]
     num_classes: Callable[[Any], int]
     forward_flops: Callable[[Any], int]
+    published_as: Mapping[str, str] = field(default_factory=dict)
 
     def size(self, profile: str) -> Any:
         """The size object of ``profile``."""

@@ -119,4 +119,5 @@ CNN = Workload(
     input_shape=lambda s: (s.image, s.image, s.channels),
     num_classes=lambda s: s.classes,
     forward_flops=forward_flops,
+    published_as={p: "resnet50_v1.5" for p, size in SIZES.items() if size == RESNET50},
 )

@@ -42,6 +42,8 @@ def describe(m: Machine) -> str:
                 f"    compute mode {g.compute_mode}: one process per GPU, so workers start only after the previous "
                 "one has released it, and a second process on it (a probe) is refused"
             )
+        if limits := gpu_limits(g.to_dict()):
+            lines.append(f"    limits: {limits}")
         lines.append("    telemetry: " + ", ".join(f"{k} {v}" for k, v in g.capabilities.items()))
     tf_lines = len(lines)
     lines.append(
@@ -87,3 +89,33 @@ def describe(m: Machine) -> str:
     lines += ["", "Precision support:", tabulate(rows, headers=["device", *PRECISIONS])]
     lines += [f"  ({i}) {r}" for i, r in enumerate(reasons, 1)]
     return "\n".join(lines)
+
+
+def gpu_limits(g: dict) -> str:
+    """What NVML says the machine lets a GPU reach (from ``GPUInfo.to_dict``, as results store it).
+
+    A power cap below the default, a slot slower than the GPU's own PCIe generation or MIG on are
+    what make a healthy GPU run slower than published figures on the same part.
+    """
+    parts = []
+    if g.get("max_sm_clock_mhz"):
+        parts.append(f"max SM clock {g['max_sm_clock_mhz']} MHz")
+    if g.get("power_limit_w"):
+        cap = f"power limit {g['power_limit_w']:.0f} W"
+        default = g.get("default_power_limit_w")
+        if default and abs(default - g["power_limit_w"]) > 1:
+            cap += (
+                f" (LOWERED from the default {default:.0f} W)"
+                if g["power_limit_w"] < default
+                else f" (default {default:.0f} W)"
+            )
+        parts.append(cap)
+    if g.get("pcie_max"):
+        link = f"PCIe {g['pcie_max']}"
+        own = g.get("pcie_gpu_max_gen")
+        if own and not str(g["pcie_max"]).startswith(f"gen{own} "):
+            link += f" (the GPU can do gen{own}: a slower slot or riser)"
+        parts.append(link)
+    if g.get("mig"):
+        parts.append("MIG on (a case gets one instance, not the whole GPU)")
+    return ", ".join(parts)

@@ -13,7 +13,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from bench import __version__, stats, storage
-from bench.report import analysis, compare, resources, sections, serving
+from bench.report import analysis, compare, reference, resources, sections, serving
 from bench.report import cost as costs
 from bench.report.analysis import RunData, fmt_ratio
 from bench.report.html import Cell, Para, Section, Table, unique_svg_ids
@@ -172,6 +172,8 @@ def html_report(
             Section(f"Memory{sfx}", [resources.memory(run)]),
             Section(f"Compute efficiency{sfx}", [resources.efficiency(run)]),
         ]
+        if sections.gpu_measured(run):  # a CPU-only run has nothing to hold against GPU figures
+            parts.append(Section(f"Against published figures{sfx}", reference.section(run.doc, run.table)))
         if prices is not None:
             parts.append(Section(f"Cost per million samples{sfx}", resources.cost(run, prices)))
         parts.append(Section(f"Unsupported and failed cases{sfx}", sections.failed(run)))
@@ -255,6 +257,7 @@ def markdown_report(
                 ),
                 "",
             ]
+        out += reference.markdown(d, run.table)
         bc = analysis.backend_comparison(run)
         if not bc.empty:
             out += [

@@ -46,6 +46,12 @@ class GPUInfo:
     capabilities: dict[str, str] = field(default_factory=dict)
     mig: bool = False
     compute_mode: str | None = None  # default | exclusive_process | prohibited (None: not reported)
+    # what the machine lets the GPU reach, for "is this machine configured as published ones are?"
+    max_sm_clock_mhz: int | None = None
+    power_limit_w: float | None = None  # enforced
+    default_power_limit_w: float | None = None
+    pcie_max: str | None = None  # the fastest link this GPU and this slot allow, e.g. "gen4 x16"
+    pcie_gpu_max_gen: int | None = None  # the GPU's own fastest generation (a slower slot lowers pcie_max)
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -59,6 +65,11 @@ class GPUInfo:
             "capabilities": dict(self.capabilities),
             "mig": self.mig,
             "compute_mode": self.compute_mode,
+            "max_sm_clock_mhz": self.max_sm_clock_mhz,
+            "power_limit_w": self.power_limit_w,
+            "default_power_limit_w": self.default_power_limit_w,
+            "pcie_max": self.pcie_max,
+            "pcie_gpu_max_gen": self.pcie_gpu_max_gen,
         }
 
 
@@ -102,10 +113,21 @@ def init() -> None:
 COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
 
 
+def _watts(mw: Any) -> float | None:
+    return None if mw is None else mw / 1000.0
+
+
+def _pcie_max(h: Any) -> str | None:
+    gen = nvml.optional("nvmlDeviceGetMaxPcieLinkGeneration", h)
+    width = nvml.optional("nvmlDeviceGetMaxPcieLinkWidth", h)
+    return f"gen{gen} x{width}" if gen and width else None
+
+
 def _gpu_info(i: int) -> GPUInfo:
     h = call("nvmlDeviceGetHandleByIndex", i)
     mem = nvml.optional("nvmlDeviceGetMemoryInfo", h)
     cc = nvml.optional("nvmlDeviceGetCudaComputeCapability", h)
+    max_sm = nvml.optional("nvmlDeviceGetMaxClockInfo", h, nvml.const("NVML_CLOCK_SM"))
     return GPUInfo(
         nvml_index=i,
         name=nvml.text(call("nvmlDeviceGetName", h)),
@@ -118,6 +140,11 @@ def _gpu_info(i: int) -> GPUInfo:
         compute_mode=COMPUTE_MODES.get(mode, f"mode {mode}")
         if (mode := nvml.optional("nvmlDeviceGetComputeMode", h)) is not None
         else None,
+        max_sm_clock_mhz=int(max_sm) if max_sm else None,
+        power_limit_w=_watts(nvml.optional("nvmlDeviceGetEnforcedPowerLimit", h)),
+        default_power_limit_w=_watts(nvml.optional("nvmlDeviceGetPowerManagementDefaultLimit", h)),
+        pcie_max=_pcie_max(h),
+        pcie_gpu_max_gen=nvml.optional("nvmlDeviceGetGpuMaxPcieLinkGeneration", h),
     )
 
 
