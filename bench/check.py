@@ -26,6 +26,7 @@ from typing import Any
 from bench import planning, runner, storage
 from bench.cases import PRECISIONS, Case
 from bench.devices import Machine
+from bench.report import published, reference
 from bench.telemetry import energy_check
 from bench.telemetry.energy_check import AGREEMENT, load_env, sampled_window
 from bench.telemetry.gpus import EmptyGPUs, NvidiaGPUs, open_gpus_by_bus_id
@@ -152,9 +153,73 @@ def nvml_row(
     return Row(name, "pass" if a.ok(AGREEMENT) else "FAIL", a.describe())
 
 
-def check(machine: Machine, results_dir: Path, progress: Callable[..., Any] | None = None) -> list[Row]:
-    """Every path, then the NVML window (on the first GPU TensorFlow uses)."""
+def reference_cases(gpu_name: str, backend: str) -> list[Case]:
+    """One-GPU ResNet-50 cases at the configurations published for exactly this GPU (JAX: the XLA ones)."""
+    out: list[Case] = []
+    for p in published.for_gpu(gpu_name):
+        if p.model != REFERENCE_MODEL or (backend == "jax" and not p.xla):
+            continue
+        c = Case("cnn", p.mode, "gpu", 1, False, p.precision, p.xla, p.batch, backend=backend)
+        if c not in out:
+            out.append(c)
+    return out
+
+
+REFERENCE_MODEL = "resnet50_v1.5"  # the cnn at the standard profile's size
+REFERENCE_PROFILE = "standard"
+REFERENCE_ROW = "published figures"
+
+
+def run_reference(machine: Machine, results_dir: Path, progress: Callable[..., Any] | None = None) -> list[Row]:
+    """Run the published configurations of this machine's GPU; one Row per case, measured / published.
+
+    Only the extremes are verdicts (below 0.5x: "check this machine", which fails the check; above
+    1.2x: the configurations differ); the results file stays in ``results_dir`` for ``report``.
+    """
+    be = backend_of(machine)
+    if not machine.gpu_count(be):
+        return [Row(REFERENCE_ROW, "not available", machine.no_gpu_reason(be))]
+    name = machine.gpu_name(be)
+    cases = reference_cases(name, be)
+    if not cases:
+        why = "no published figure for this GPU" if not published.for_gpu(name) else f"none {be} can match"
+        return [Row(REFERENCE_ROW, "not available", f"{why} ({name})")]
+    opts = planning.RunOptions(
+        profile=REFERENCE_PROFILE, workloads=("cnn",), modes=("train", "infer"), devices=("gpu:1",), backend=be
+    )
+    run = runner.Run.new(opts, machine, results_dir, ["devices", "--check", "--reference"], progress=progress)
+    run.plan = [(c, planning.support(c, machine)) for c in cases]
+    path = run.execute()
+    rows = []
+    for rec in storage.case_records(storage.load(path)):
+        e, row = rec.info, reference.match(rec.case, REFERENCE_PROFILE, name)
+        label = f"{REFERENCE_ROW}: {reference.config(row) if row else rec.id}"
+        if e["status"] != "ok" or row is None:
+            rows.append(Row(label, "FAIL" if e["status"] != "unsupported" else "not available", e["reason"]))
+            continue
+        c = reference.Comparison(rec.id, e["samples_per_s"], (None, None), row, rec.case.per_replica_batch, (), "")
+        result = {"check this machine": "FAIL", "": "pass"}.get(c.verdict, "pass")
+        rows.append(Row(label, result, f"{e['samples_per_s']:.4g} img/s, {c.sentence()}" + _said(c.verdict)))
+    return [*rows, Row(REFERENCE_ROW, "results", f"{path} (accelbench report {path})")]
+
+
+def _said(verdict: str) -> str:
+    return f": {verdict.upper()}" if verdict else ""
+
+
+def check(
+    machine: Machine,
+    results_dir: Path,
+    progress: Callable[..., Any] | None = None,
+    reference_dir: Path | None = None,
+) -> list[Row]:
+    """Every path, then the NVML window (on the first GPU TensorFlow uses).
+
+    With ``reference_dir``, also the published configurations of the GPU (their results file kept there).
+    """
     rows = run_paths(machine, results_dir, progress)
+    if reference_dir is not None:
+        rows += run_reference(machine, reference_dir, progress)
     if not machine.tf:  # a JAX-only install: said, not failed
         rows.insert(0, Row("TensorFlow", "not available", "not installed; the paths below ran on JAX"))
     be = backend_of(machine)

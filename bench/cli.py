@@ -127,6 +127,13 @@ def parser() -> argparse.ArgumentParser:
         help="run one tiny step of every path this machine supports (CPU, each GPU precision, XLA, all GPUs "
         "with the real all-reduce, a virtual split) and a 10 s NVML window under load; exit 1 if any fails",
     )
+    d.add_argument(
+        "--reference",
+        action="store_true",
+        help="with --check: also run ResNet-50 on one GPU at the configurations published for this exact GPU "
+        "(docs/method.md) and compare (results kept in --results-dir, default results/); below 0.5x of the "
+        "published figure fails the check",
+    )
     d.add_argument("--results-dir", default=None, help="with --check: keep its results and worker logs here")
 
     e = sub.add_parser("export", help="the tidy one-row-per-case table")
@@ -278,6 +285,8 @@ def cmd_devices(a: argparse.Namespace) -> int:
     from bench import backends, devices
     from bench.report.devices_text import describe
 
+    if a.reference and not a.check:
+        raise UserError("--reference runs with --check: accelbench devices --check --reference")
     # TensorFlow's view where it is installed; a JAX-only install (no TensorFlow) is described by JAX's
     found = ("tensorflow",) if backends.installed("tensorflow") else backends.resolve("all")
     machine = devices.discover(check="tensorflow" in found, backends=found)
@@ -295,7 +304,9 @@ def cmd_devices(a: argparse.Namespace) -> int:
     from bench.check import check
 
     with tempfile.TemporaryDirectory() as tmp:
-        rows = check(machine, Path(a.results_dir or tmp), progress=_progress)
+        # the published comparison is a results file to keep (accelbench report reads it): results/ by default
+        ref_dir = Path(a.results_dir or "results") if a.reference else None
+        rows = check(machine, Path(a.results_dir or tmp), progress=_progress, reference_dir=ref_dir)
     failed = [r.path for r in rows if r.result == "FAIL"]
     if a.json:
         print(json.dumps({"rows": [asdict(r) for r in rows], "failed": failed}, indent=1))

@@ -107,3 +107,45 @@ def test_the_nvml_check_script_runs_where_only_nvidia_ml_py_is_installed(tmp_pat
         assert r.returncode == 1 and "no GPU to check" in r.stdout
     else:
         assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_reference_runs_the_published_configurations_of_this_gpu_and_keeps_a_report_ready_file(
+    two_gpu_box, tmp_path, monkeypatch
+):
+    """issue 17 item 4: `devices --check --reference` on an A100 40GB runs its published ResNet-50 setups."""
+    from bench import storage
+    from bench.report.render import html_report
+
+    monkeypatch.setenv("FAKE_WORKER", "fail:nothing")  # every case at the fake worker's 6400 samples/s
+    cases = check.reference_cases("NVIDIA A100-SXM4-40GB", "tensorflow")
+    assert {c.id for c in cases} >= {
+        "cnn-train-gpu1-tf32-xla-b256",
+        "cnn-infer-gpu1-mixed_float16-b64",
+        "cnn-infer-gpu1-tf32-b1",
+    }
+    assert all(c.workload == "cnn" and c.device_count == 1 and not c.virtual for c in cases)
+    # JAX always compiles: it can match only the XLA rows
+    assert check.reference_cases("NVIDIA A100-SXM4-40GB", "jax") == [c.related(backend="jax") for c in cases if c.xla]
+    rows = check.run_reference(two_gpu_box, tmp_path)
+    train = next(r for r in rows if r.path == "published figures: resnet50_v1.5 train tf32 + XLA b256")
+    # 6400 img/s against NVIDIA's 909: far above, so the configurations are said to differ (not a failure)
+    assert train.result == "pass" and "7.04x of the published 909 img/s" in train.detail
+    assert "CHECK THE CONFIGURATIONS ARE EQUAL" in train.detail
+    assert len([r for r in rows if r.path.startswith("published figures: ")]) == len(cases)
+    (kept,) = tmp_path.glob("*.json")
+    doc = storage.load(kept)
+    assert doc["run"]["profile"] == "standard" and rows[-1].detail.startswith(str(kept))
+    assert "Against published figures" in html_report([doc]) and "7.04x" in html_report([doc])
+
+
+def test_reference_says_why_not_where_nothing_can_be_compared(two_gpu_box, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(type(two_gpu_box), "gpu_name", lambda self, backend="tensorflow": "NVIDIA L4")
+    (row,) = check.run_reference(two_gpu_box, tmp_path)
+    assert (row.result, row.detail) == ("not available", "no published figure for this GPU (NVIDIA L4)")
+    cpu = machine()
+    (row,) = check.run_reference(cpu, tmp_path)
+    assert row.result == "not available" and row.detail == cpu.no_gpu_reason()
+    assert cli.main(["devices", "--reference"]) == 2  # --reference belongs to --check: one line, no traceback
+    assert capsys.readouterr().err.strip() == (
+        "accelbench: error: --reference runs with --check: accelbench devices --check --reference"
+    )
