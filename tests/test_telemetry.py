@@ -554,3 +554,37 @@ def test_the_compute_mode_is_recorded_and_an_exclusive_one_is_explained(fake_nvm
     assert text.count("compute mode") == 1 and "compute mode exclusive_process: one process per GPU" in text
     fake_nvml([FakeGPU(unsupported={"compute_mode"})])
     assert gpus.discover().gpus[0].compute_mode is None  # not reported: nothing said, nothing guessed
+
+
+def test_a_gpu_that_idles_in_p0_settles_on_a_steady_power_not_the_time_limit(fake_nvml, clock):
+    """gpu-review-2 finding 10: data-centre parts (V100: P0 only) never report P8 when idle."""
+    fake_nvml([FakeGPU(idle_w=62.0, load_at=1e9, pstate_idle=0)])
+    (g,) = gpus.discover().gpus
+    i = idle_power([g], seconds=5.0, settle_max_s=10.0, clock=clock, sleep=clock.advance)[g.uuid]
+    assert i.settle_s == pytest.approx(3.0) and i.settled_by.startswith("steady power")  # was the 10 s limit
+    assert i.pstate_before == "P0" and i.power_w == pytest.approx(62.0, abs=1e-6)
+
+
+def test_a_power_still_falling_in_p0_is_not_steady(fake_nvml, clock):
+    # 300 W until 1.5 s after the start, then 70 W, all in P0: the windows [0,1] 300 W, [1,2] ~185 W
+    # and [2,3] 70 W differ; [3,4] repeats [2,3], so the idle window starts at 4 s and reads 70 W
+    fake_nvml([FakeGPU(idle_w=300.0, load_w=70.0, load_at=clock() + 1.5, pstate_idle=0, pstate_load=0)])
+    (g,) = gpus.discover().gpus
+    i = idle_power([g], seconds=5.0, clock=clock, sleep=clock.advance)[g.uuid]
+    assert i.settle_s == pytest.approx(4.0) and i.settled_by.startswith("steady power")
+    assert i.power_w == pytest.approx(70.0, abs=1e-6)
+
+
+def test_a_power_that_never_settles_waits_the_limit_and_says_so(fake_nvml, clock, monkeypatch):
+    fake_nvml([FakeGPU(idle_w=100.0, load_at=1e9, pstate_idle=0)])
+    (g,) = gpus.discover().gpus
+    drift = iter(range(1000))  # each power reading 5% above the last: never steady
+    from bench.telemetry import nvml as nv
+
+    monkeypatch.setattr(
+        nv,
+        "optional",
+        lambda name, *a: 100_000 * (1.05 ** next(drift)) if name == "nvmlDeviceGetPowerUsage" else nv.call(name, *a),
+    )
+    i = idle_power([g], seconds=5.0, settle_max_s=10.0, clock=clock, sleep=clock.advance)[g.uuid]
+    assert i.settle_s == pytest.approx(10.0) and i.settled_by.startswith("time limit")

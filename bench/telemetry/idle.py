@@ -1,4 +1,4 @@
-"""Idle power of the GPUs, once per run before any case: settle to an idle P-state, then >= 5 s."""
+"""Idle power of the GPUs, once per run before any case: settle (an idle P-state, or a steady power), then >= 5 s."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ class Idle:
     """Idle power of one GPU: what the run subtracts, and how it was measured.
 
     ``power_w`` is the counter mean where the energy counter works (else the instant-power
-    mean); both means are kept, with the P-state before and after and the settle wait.
+    mean); both means are kept, with the P-state before and after, the settle wait and what
+    ended it (``settled_by``: an idle P-state, a steady power, or the time limit).
     """
 
     power_w: float | None
@@ -27,6 +28,7 @@ class Idle:
     pstate_after: str | None
     settle_s: float
     seconds: float
+    settled_by: str = ""
 
     def to_dict(self) -> dict:
         """JSON-ready dict."""
@@ -38,25 +40,76 @@ class Idle:
             "pstate_after": self.pstate_after,
             "settle_s": self.settle_s,
             "seconds": self.seconds,
+            "settled_by": self.settled_by,
         }
 
 
-IDLE_PSTATE = 8  # P8 and above: the idle states
+IDLE_PSTATE = 8  # P8 and above: the idle states of parts that have them
 MIN_IDLE_S = 5.0  # the shortest idle window: the energy counter's 10-100 ms steps stay <= 2% of it
+STEADY = 0.02  # two consecutive 1 s power means this close: the power has stopped falling
+STEADY_WINDOW_S = 1.0
+MIN_SETTLE_S = 3.0  # a steady power counts only after this: parts with idle P-states reach them by then
 
 
-def _settle(src: NvidiaGPUs, max_s: float, clock: Callable[[], float], sleep: Callable[[float], None]) -> float:
-    """Wait until every GPU reports an idle P-state (>= P8), at most ``max_s``; the time waited."""
+def _pstates(src: NvidiaGPUs) -> list:
+    return [nvml.optional("nvmlDeviceGetPerformanceState", h) for h in src.handles]
+
+
+def _power_means(
+    src: NvidiaGPUs, seconds: float, clock: Callable[[], float], sleep: Callable[[float], None]
+) -> list[float | None]:
+    """Each GPU's mean power over ``seconds``: of 5 power readings, else from the energy counter.
+
+    Readings first: the counter moves in 10-100 ms steps, up to 10% of a 1 s window, which would
+    hide a steady power behind a 2% rule; a power reading's noise at idle is about 1 W.
+    """
     t0 = clock()
+    e0 = [nvml.optional("nvmlDeviceGetTotalEnergyConsumption", h) for h in src.handles]
+    inst: list[list[float]] = [[] for _ in src.handles]
+    for _ in range(5):
+        sleep(seconds / 5)
+        for i, h in enumerate(src.handles):
+            if (mw := nvml.optional("nvmlDeviceGetPowerUsage", h)) is not None:
+                inst[i].append(mw / 1000.0)
+    e1 = [nvml.optional("nvmlDeviceGetTotalEnergyConsumption", h) for h in src.handles]
+    dt = max(clock() - t0, 1e-9)
+    return [
+        statistics.fmean(p) if p else ((b - a) / 1000.0 / dt if a is not None and b is not None else None)
+        for a, b, p in zip(e0, e1, inst)
+    ]
+
+
+def _settle(
+    src: NvidiaGPUs, max_s: float, clock: Callable[[], float], sleep: Callable[[float], None]
+) -> tuple[float, str]:
+    """Wait, at most ``max_s``, until every GPU is idle; the time waited and what ended the wait.
+
+    Idle is an idle P-state (>= P8) where the part has one, or else a steady power: two
+    consecutive 1 s means within 2% on every GPU, after at least 3 s. Data-centre parts (V100:
+    P0 only; A100 and H100 often) never leave P0 when idle, so waiting for P8 cost them the whole
+    limit and read as "not settled" (gpu-review-2 finding 10). A power still falling after the
+    last work is not steady, so the window starts after the decay; the first 3 s leave a part that
+    holds its clocks for a moment before dropping to P8 the time to do so. Neither rule can tell
+    idle from another process's steady load: ``pstate_before``/``after`` are kept to read.
+    """
+    t0 = clock()
+    prev: list[float | None] | None = None
     while clock() - t0 < max_s:
-        states = [nvml.optional("nvmlDeviceGetPerformanceState", h) for h in src.handles]
+        states = _pstates(src)
         if all(s is not None and int(s) >= IDLE_PSTATE for s in states):
-            break
-        if all(s is None for s in states):  # no P-state to watch: a fixed short wait
+            return clock() - t0, f"idle P-state (P{min(int(s) for s in states)})"
+        now = _power_means(src, min(STEADY_WINDOW_S, max(max_s - (clock() - t0), 0.1)), clock, sleep)
+        if all(w is None for w in now):  # no power to watch: a fixed short wait
             sleep(min(2.0, max_s))
-            break
-        sleep(0.5)
-    return clock() - t0
+            return clock() - t0, "no power reading: a fixed 2 s wait"
+        if (
+            prev is not None
+            and clock() - t0 >= MIN_SETTLE_S
+            and all(a is not None and b is not None and abs(a - b) <= STEADY * max(a, b) for a, b in zip(now, prev))
+        ):
+            return clock() - t0, f"steady power (two 1 s means within {STEADY:.0%})"
+        prev = now
+    return clock() - t0, f"time limit ({max_s:g} s): the power was still changing"
 
 
 def idle_power(
@@ -78,8 +131,8 @@ def idle_power(
     try:
         src = NvidiaGPUs(gpus)
     except (NVMLUnavailable, MetricUnsupported, GPULost):
-        return {g.uuid: Idle(None, None, None, None, None, 0.0, 0.0) for g in gpus}
-    settled = _settle(src, settle_max_s, clock, sleep)
+        return {g.uuid: Idle(None, None, None, None, None, 0.0, 0.0, "NVML unavailable") for g in gpus}
+    settled, settled_by = _settle(src, settle_max_s, clock, sleep)
     before = [nvml.optional("nvmlDeviceGetPerformanceState", h) for h in src.handles]
     t0 = clock()
     src.begin(t0)
@@ -100,5 +153,6 @@ def idle_power(
             pstate_after=r.pstate,
             settle_s=settled,
             seconds=r.duration_s,
+            settled_by=settled_by,
         )
     return out
