@@ -38,6 +38,9 @@ class Backend:
     """One worker's framework. ``names``: the case's devices as the backend names them."""
 
     name = "?"
+    # whether reset_memory restarts the allocator's peak; JAX's peak_bytes_in_use is the process's
+    # lifetime maximum, so anything run before a case (the matmul probe) would be its peak
+    resets_memory_peak = True
     names: list[str]
     all_reduce: str
 

@@ -45,6 +45,7 @@ class JaxBackend(Backend):
     """One worker's JAX: the case's devices (platform and count fixed by the runner's environment)."""
 
     name = "jax"
+    resets_memory_peak = False  # peak_bytes_in_use has no reset (gpu-review-2 finding 5)
 
     def __init__(self, device: DeviceConfig, gpu_plan: dict | None = None):
         self.device = device
@@ -272,7 +273,7 @@ class JaxBackend(Backend):
     def memory_note(self) -> str:
         if self.platform == "cpu":
             return CPU_MEMORY_REASON
-        return "peak_bytes_in_use over the worker's life (JAX cannot reset it; one case per worker on GPUs)"
+        return "peak_bytes_in_use over the worker's life (JAX cannot reset it): one case per GPU worker, read before the matmul probe runs"
 
     def is_oom(self, e: BaseException) -> bool:
         return "RESOURCE_EXHAUSTED" in str(e) or "Out of memory" in str(e)
