@@ -195,7 +195,8 @@ def f7(check: dict, smoke: bool) -> dict:
     row = next((r for r in check.get("rows", []) if r["path"].startswith("NVML")), None)
     if row is None:
         return {"verdict": "not checkable here", "why": "devices --check gave no NVML row (see check.log)"}
-    return {"verdict": "fixed" if row["result"] == "pass" else "NOT FIXED", "why": row["detail"]}
+    verdict = {"pass": "fixed", "FAIL": "NOT FIXED"}.get(row["result"], "not checkable here")
+    return {"verdict": verdict, "why": row["detail"]}
 
 
 def f10(docs: list[dict], smoke: bool) -> dict:
