@@ -91,14 +91,15 @@ def describe(m: Machine) -> str:
     return "\n".join(lines)
 
 
-def gpu_limits(g: dict) -> str:
+def gpu_limits(g: dict, clock: bool = True) -> str:
     """What NVML says the machine lets a GPU reach (from ``GPUInfo.to_dict``, as results store it).
 
     A power cap below the default, a slot slower than the GPU's own PCIe generation or MIG on are
-    what make a healthy GPU run slower than published figures on the same part.
+    what make a healthy GPU run slower than published figures on the same part. ``clock``: say the
+    maximum SM clock (where the caller has not already set a measured clock against it).
     """
     parts = []
-    if g.get("max_sm_clock_mhz"):
+    if clock and g.get("max_sm_clock_mhz"):
         parts.append(f"max SM clock {g['max_sm_clock_mhz']} MHz")
     if g.get("power_limit_w"):
         cap = f"power limit {g['power_limit_w']:.0f} W"

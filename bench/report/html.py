@@ -145,6 +145,14 @@ class Section:
     level: int = 2
     method: bool = False
 
+    def __post_init__(self) -> None:
+        # each table scrolls in a region named by its label: named after the section too, so two
+        # sections with alike tables (precision and XLA gains, two runs side by side) stay distinct
+        # landmarks (axe: landmark-unique)
+        for b in self.blocks:
+            if isinstance(b, Table) and not b.label.startswith(f"{self.title}: "):
+                b.label = f"{self.title}: {b.label}"
+
 
 NA = "-"
 

@@ -99,15 +99,15 @@ def case_gpu(doc: dict) -> dict:
 def machine_state(info: dict, gpu: dict) -> str:
     """What the run saw of the GPU while the case ran, and what the machine allows it."""
     parts = []
+    top = gpu.get("max_sm_clock_mhz")
     if info.get("sm_clock_mhz_median"):
-        top = gpu.get("max_sm_clock_mhz")
         parts.append(f"SM clock {info['sm_clock_mhz_median']:.0f}" + (f" of max {top} MHz" if top else " MHz"))
     parts.append(f"throttle reasons: {info.get('throttle_reasons') or 'none recorded'}")
     if info.get("temp_max_c") is not None:
         parts.append(f"max {info['temp_max_c']:.0f} C")
     if info.get("power_mean_w"):
         parts.append(f"mean {info['power_mean_w']:.0f} W")
-    if limits := gpu_limits(gpu):
+    if limits := gpu_limits(gpu, clock=not top if info.get("sm_clock_mhz_median") else True):
         parts.append(limits)
     if info.get("other_gpu_processes"):
         parts.append(f"other processes on the GPU: {info['other_gpu_processes']}")
@@ -155,7 +155,7 @@ def config(p: Published) -> str:
     return f"{p.model} {p.mode} {p.precision}{' + XLA' if p.xla else ''} b{p.batch}"
 
 
-RUN_THEM = "run them with `accelbench devices --check --reference` (one GPU, the standard profile's ResNet-50)"
+RUN_THEM = "run them with: accelbench devices --check --reference (one GPU, the standard profile's ResNet-50)"
 
 
 def section(doc: dict, table: pd.DataFrame) -> list:

@@ -1,6 +1,7 @@
 """Every kind of page accelbench publishes, built from the sample results, for the validators.
 
-``build(out)`` writes reports (CPU-only, 8 GPUs with a baseline and prices, hostile names) and
+``build(out)`` writes reports (CPU-only, 8 GPUs with a baseline and prices, hostile names, one A100
+held against published figures) and
 two sites (a testbed with 12 nights and published night reports; one with 3 nights, the judge
 still gathering) under ``out`` and returns the HTML files.
 """
@@ -15,7 +16,11 @@ sys.path.insert(0, str(HERE.parent))  # tests/: nights.py
 
 from nights import night  # noqa: E402
 
+sys.path.insert(0, str(HERE.parent / "data"))
+import make_samples  # noqa: E402  (a one-GPU machine held against published figures)
+
 from bench import storage  # noqa: E402
+from bench.cases import Case  # noqa: E402
 from bench.cli import main  # noqa: E402
 from bench.history.store import Store  # noqa: E402
 from bench.history.summarise import summarise  # noqa: E402
@@ -46,6 +51,12 @@ def build(out: Path, results: Path | None = None) -> list[Path]:
     render([cpu], out / "report-cpu")
     render([slow], out / "report-gpu8", baseline=gpu8, prices=cost.load(prices))
     render([storage.load(DATA / "hostile.json")], out / "report-hostile")
+    rn50 = {
+        Case("cnn", "train", "gpu", 1, False, "tf32", True, 256): 0.9,
+        Case("cnn", "train", "gpu", 1, False, "mixed_float16", True, 256): 0.3,  # check this machine
+        Case("cnn", "infer", "gpu", 1, False, "tf32", False, 64): 1.5,
+    }
+    render([make_samples.one_gpu(rn50)], out / "report-a100")
     if results is not None:
         render([storage.load(results)], out / "report-fresh")
     _site(out / "site12", cpu, "cpu-dev", 12, (9, 10, 11))

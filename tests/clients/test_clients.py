@@ -145,9 +145,17 @@ def test_axe_finds_no_moderate_violation_and_no_page_is_wider_than_a_phone(built
 
 def test_pages_cover_every_kind_the_project_publishes(built):
     names = [str(p) for p in built]
-    for kind in ("report-cpu/index.html", "report-fresh/index.html", "/site/index.html", "/method.html"):
+    for kind in (
+        "report-cpu/index.html",
+        "report-fresh/index.html",
+        "report-a100/index.html",
+        "/site/index.html",
+        "/method.html",
+    ):
         assert any(n.endswith(kind) for n in names), kind
     for kind in ("/regressions.html", "/trends/", "/nights/", "/reports/"):
         assert any(kind in n for n in names), kind
     fresh = next(p for p in built if str(p).endswith("report-fresh/index.html")).read_text()
     assert "Serving: capacity at the latency SLO" in fresh and "latency vs request rate" in fresh  # checked too
+    a100 = next(p for p in built if str(p).endswith("report-a100/index.html")).read_text()
+    assert "measured against published figures" in a100 and "check this machine" in a100

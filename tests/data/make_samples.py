@@ -203,6 +203,31 @@ def gpu8(run_id: str, node: str, gpu_name: str, slow: float = 1.0) -> dict:
     return doc
 
 
+A100 = "NVIDIA A100-SXM4-40GB"
+
+
+def one_gpu(shares: dict[Case, float], gpu_name: str = A100, profile: str = "standard") -> dict:
+    """One GPU machine whose cases ran at the given share of their published figure (1000 samples/s
+    where there is none); its GPU capped at 250 of 400 W on a gen3 slot (a machine to check)."""
+    from bench.report.reference import match
+
+    doc = gpu8("a100-run", "dgx-a100", gpu_name)
+    doc["run"]["profile"] = profile
+    doc["machine_info"]["accelbench"]["gpus"] = [
+        {"name": gpu_name, "uuid": "GPU-0000", "pci_bus_id": "0000:18:00.0", "max_sm_clock_mhz": 1410,
+         "power_limit_w": 250.0, "default_power_limit_w": 400.0, "pcie_max": "gen3 x16", "pcie_gpu_max_gen": 4}
+    ]  # fmt: skip
+    doc["benchmarks"] = []
+    for case, share in shares.items():
+        published = match(case, "standard", A100)
+        thr = (published.value if published else 1000.0) * share
+        rec = measured(case, thr, "a100-run", [gpu_name], 300.0)
+        rec["extra_info"]["sm_clock_mhz_median"] = 1095  # held well below the part's 1410 MHz
+        storage.add_record(doc, rec)
+    doc["run"]["planned"] = [c.id for c in shares]
+    return doc
+
+
 def hostile() -> dict:
     evil = '<script>alert("gpu")</script><img src=x onerror=alert(1)>'
     doc = gpu8("hostile-run", f"host{evil}", f"NVIDIA {evil}")
