@@ -16,6 +16,7 @@ FLOORS = {
     "bench.errors": 0,
     "bench.precision": 0,
     "bench.serve": 0,
+    "bench.sharing": 0,
     "bench.rate_search": 0,
     "bench.profiles": 0,
     "bench.stats": 0,
