@@ -566,12 +566,13 @@ def test_a_gpu_that_idles_in_p0_settles_on_a_steady_power_not_the_time_limit(fak
 
 
 def test_a_power_still_falling_in_p0_is_not_steady(fake_nvml, clock):
-    # 300 W until 1.5 s after the start, then 70 W, all in P0: the windows [0,1] 300 W, [1,2] ~185 W
-    # and [2,3] 70 W differ; [3,4] repeats [2,3], so the idle window starts at 4 s and reads 70 W
+    # 300 W until 1.5 s after the start, then 70 W, all in P0. Power readings are trailing 1 s means
+    # (Ampere and newer), so the drop shows in the windows [1,2] and [2,3]; [3,4] is the first at
+    # 70 W and [4,5] repeats it: the idle window starts at 5 s and reads 70 W, none of the 300 W
     fake_nvml([FakeGPU(idle_w=300.0, load_w=70.0, load_at=clock() + 1.5, pstate_idle=0, pstate_load=0)])
     (g,) = gpus.discover().gpus
     i = idle_power([g], seconds=5.0, clock=clock, sleep=clock.advance)[g.uuid]
-    assert i.settle_s == pytest.approx(4.0) and i.settled_by.startswith("steady power")
+    assert i.settle_s == pytest.approx(5.0) and i.settled_by.startswith("steady power")
     assert i.power_w == pytest.approx(70.0, abs=1e-6)
 
 
