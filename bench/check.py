@@ -26,7 +26,7 @@ from typing import Any
 from bench import planning, runner, storage
 from bench.cases import PRECISIONS, Case
 from bench.devices import Machine
-from bench.report import published, reference
+from bench.report import analysis, published, reference
 from bench.telemetry import energy_check
 from bench.telemetry.energy_check import AGREEMENT, load_env, sampled_window
 from bench.telemetry.gpus import EmptyGPUs, NvidiaGPUs, open_gpus_by_bus_id
@@ -190,21 +190,20 @@ def run_reference(machine: Machine, results_dir: Path, progress: Callable[..., A
     run = runner.Run.new(opts, machine, results_dir, ["devices", "--check", "--reference"], progress=progress)
     run.plan = [(c, planning.support(c, machine)) for c in cases]
     path = run.execute()
+    doc = storage.load(path)
     rows = []
-    for rec in storage.case_records(storage.load(path)):
-        e, row = rec.info, reference.match(rec.case, REFERENCE_PROFILE, name)
-        label = f"{REFERENCE_ROW}: {reference.config(row) if row else rec.id}"
-        if e["status"] != "ok" or row is None:
-            rows.append(Row(label, "FAIL" if e["status"] != "unsupported" else "not available", e["reason"]))
-            continue
-        c = reference.Comparison(rec.id, e["samples_per_s"], (None, None), row, rec.case.per_replica_batch, (), "")
-        result = {"check this machine": "FAIL", "": "pass"}.get(c.verdict, "pass")
-        rows.append(Row(label, result, f"{e['samples_per_s']:.4g} img/s, {c.sentence()}" + _said(c.verdict)))
+    for rec in storage.case_records(doc):  # what did not run, and why
+        if not rec.ok:
+            bad = "not available" if rec.status == "unsupported" else "FAIL"
+            rows.append(Row(f"{REFERENCE_ROW}: {rec.id}", bad, f"{rec.status}: {rec.info.get('reason')}"))
+    for c in reference.comparisons(doc, analysis.load_run(doc).table):  # the report's own comparison
+        low = c.verdict == "check this machine"
+        said = f": {c.verdict.upper()}" + (f" ({c.machine})" if low else "") if c.verdict else ""
+        rows.append(
+            Row(f"{REFERENCE_ROW}: {reference.config(c.row)}", "FAIL" if low else "pass",
+                f"{c.measured:.4g} img/s, {c.sentence()}{said}")
+        )  # fmt: skip
     return [*rows, Row(REFERENCE_ROW, "results", f"{path} (accelbench report {path})")]
-
-
-def _said(verdict: str) -> str:
-    return f": {verdict.upper()}" if verdict else ""
 
 
 def check(

@@ -37,7 +37,6 @@ class Comparison:
     measured: float
     ci: tuple[float | None, float | None]
     row: Published
-    case_batch: int
     notes: tuple[str, ...]  # case-specific differences (batch, backend)
     machine: str  # what the run recorded of the GPU (clocks, caps, link), for the low verdict
 
@@ -107,7 +106,7 @@ def machine_state(info: dict, gpu: dict) -> str:
         parts.append(f"max {info['temp_max_c']:.0f} C")
     if info.get("power_mean_w"):
         parts.append(f"mean {info['power_mean_w']:.0f} W")
-    if limits := gpu_limits(gpu, clock=not top if info.get("sm_clock_mhz_median") else True):
+    if limits := gpu_limits(gpu, clock=not info.get("sm_clock_mhz_median")):  # a measured clock said the max
         parts.append(limits)
     if info.get("other_gpu_processes"):
         parts.append(f"other processes on the GPU: {info['other_gpu_processes']}")
@@ -136,7 +135,6 @@ def comparisons(doc: dict, table: pd.DataFrame) -> list[Comparison]:
                 float(r["samples_per_s"]),
                 (None if pd.isna(lo) else float(lo), None if pd.isna(hi) else float(hi)),
                 row,
-                case.per_replica_batch,
                 tuple(notes),
                 machine_state(r.to_dict(), gpu),
             )
