@@ -133,3 +133,15 @@ def test_hostile_gpu_names_are_escaped_in_the_section():
     doc = a100_doc({cnn(): 1.0}, gpu_name='<img src=x onerror="alert(1)">')
     html = html_report([doc])
     assert "<img src=x" not in html and "&lt;img src=x" in html
+
+
+def test_the_console_says_the_published_comparison_in_one_line():
+    from bench.report import analysis, console
+
+    doc = a100_doc({cnn(): 0.9, cnn(precision="mixed_float16"): 0.3})
+    text = console.table(analysis.load_run(doc))
+    lines = [ln for ln in text.splitlines() if ln.startswith("published: ")]
+    assert len(lines) == 2
+    assert lines[0].startswith("published: cnn-train-gpu1-tf32-xla-b256 is 0.90x of the published 909 img/s")
+    assert lines[1].endswith(": CHECK THIS MACHINE")
+    assert "published" not in console.table(analysis.load_run(storage.load(DATA / "cpu_smoke.json")))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from bench.report import reference
 from bench.report.analysis import RunData, baseline_id, fmt_ratio, speedups
 from bench.report.numbers import human
 from bench.telemetry.derive import busy_note
@@ -69,4 +70,6 @@ def table(run: RunData, tablefmt: str = "simple") -> str:
     for reason, ids in unsupported.items():
         example = ", ".join(ids[:2]) + (", ..." if len(ids) > 2 else "")
         text += f"\nunsupported: {len(ids)} case{'s' if len(ids) > 1 else ''} ({example}): {reason}"
+    for c in reference.comparisons(run.doc, run.table):  # one-GPU ResNet-50 cases with a published figure
+        text += f"\npublished: {c.case_id} is {c.sentence()}" + (f": {c.verdict.upper()}" if c.verdict else "")
     return text
