@@ -113,7 +113,7 @@ def test_hostile_strings_are_escaped():
 def test_two_machines_side_by_side():
     html = html_report([storage.load(GPU8), storage.load(HOSTILE)])
     assert "gpu8-run (dgx-h100)" in html and "hostile-run" in html
-    assert html.count("Environment - ") == 2
+    assert html.count("<h2>Environment - ") == 2
 
 
 def test_markdown_summary_has_headline_and_cases():
