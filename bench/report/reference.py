@@ -22,6 +22,7 @@ from bench.report.html import Cell, Para, Table, na
 from bench.report.mdtext import md
 from bench.report.numbers import human
 from bench.report.published import Published, for_gpu
+from bench.report.resources import first_gpu
 from workloads import WORKLOADS
 
 LOW = 0.5  # below: the machine, not the framework, is the likelier cause
@@ -89,12 +90,6 @@ def match(case: Case, profile: str | None, gpu_name: str | None) -> Published | 
     return min(rows, key=lambda p: (abs(math.log(case.per_replica_batch / p.batch)), p.batch))
 
 
-def case_gpu(doc: dict) -> dict:
-    """The machine's GPU as results record it (the first: a one-GPU case runs on the plan's first GPU)."""
-    gpus = doc.get("machine_info", {}).get("accelbench", {}).get("gpus", [])
-    return gpus[0] if gpus else {}
-
-
 def machine_state(info: dict, gpu: dict) -> str:
     """What the run saw of the GPU while the case ran, and what the machine allows it."""
     parts = []
@@ -116,7 +111,7 @@ def machine_state(info: dict, gpu: dict) -> str:
 def comparisons(doc: dict, table: pd.DataFrame) -> list[Comparison]:
     """Every measured one-GPU case that has a published counterpart."""
     profile = doc.get("run", {}).get("profile")
-    gpu = case_gpu(doc)
+    gpu = first_gpu(doc)
     out = []
     for _, r in table[(table["status"] == "ok") & (table["device_kind"] == "gpu")].iterrows():
         case = Case.of(r)
@@ -145,7 +140,7 @@ def comparisons(doc: dict, table: pd.DataFrame) -> list[Comparison]:
 def unmatched(doc: dict, found: list[Comparison]) -> list[Published]:
     """The published rows for this GPU no case of the run was compared with (run them: ``devices --check --reference``)."""
     used = {c.row for c in found}
-    return [p for p in for_gpu(case_gpu(doc).get("name")) if p not in used]
+    return [p for p in for_gpu(first_gpu(doc).get("name")) if p not in used]
 
 
 def config(p: Published) -> str:
@@ -158,7 +153,7 @@ RUN_THEM = "run them with: accelbench devices --check --reference (one GPU, the 
 
 def section(doc: dict, table: pd.DataFrame) -> list:
     """The report's "Against published figures" (only for a run that measured a GPU case)."""
-    name = case_gpu(doc).get("name") or "?"
+    name = first_gpu(doc).get("name") or "?"
     rows = for_gpu(name)
     if not rows:
         return [

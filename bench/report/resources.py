@@ -22,10 +22,15 @@ from bench.report.peaks import datasheet_tflops
 MAX_POWER_CHARTS = 16
 
 
+def first_gpu(doc: dict) -> dict:
+    """The machine's first GPU as results record it ({} on a CPU-only machine); one-GPU cases run on it."""
+    gpus = doc.get("machine_info", {}).get("accelbench", {}).get("gpus", [])
+    return gpus[0] if gpus else {}
+
+
 def gpu_name(doc: dict) -> str | None:
     """The first GPU's name as recorded in the machine info (None on a CPU-only machine)."""
-    gpus = doc.get("machine_info", {}).get("accelbench", {}).get("gpus", [])
-    return gpus[0].get("name") if gpus else None
+    return first_gpu(doc).get("name")
 
 
 def energy(run: RunData) -> list:
