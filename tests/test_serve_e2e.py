@@ -40,7 +40,10 @@ def test_serve_on_the_cpu_finds_a_rate_under_the_capacity_with_p99_under_the_slo
         assert best["outcome"] == "pass" and best["rate"] == e["max_rate_at_slo"]
         assert best["seed"] not in [t["seed"] for t in e["serve_trials"][:-1]]
     over = [t for t in e["serve_trials"] if t["rate"] > e["capacity_rate"] * 1.4]
-    assert over and all(t["outcome"] == "fail" for t in over)  # 1.5x capacity cannot be served
+    if e["serve_trials"][0]["outcome"] == "pass":  # the over-capacity trial follows a passing low end only
+        assert over and all(t["outcome"] == "fail" for t in over)  # 1.5x capacity cannot be served
+    else:
+        assert not over and e["max_rate_at_slo"] is None
     for t in e["serve_trials"]:  # achieved within the Poisson spread of the offered rate when passing
         if t["outcome"] == "pass":
             assert abs(t["achieved_rate"] / t["rate"] - 1) < 4 / t["requests"] ** 0.5 + 0.03
