@@ -101,6 +101,7 @@ class Case:
     backend: str = "tensorflow"
     parallelism: str = "data"
     slo_ms: float | None = None  # serve: the p99 latency bound, one for every device of a run
+    tenants: int = 1  # copies of the case run at once on its one device (bench.tenants)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -115,6 +116,8 @@ class Case:
             raise UserError(f"batch size must be a positive integer; got {self.per_replica_batch}")
         if (self.mode == "serve") != (self.slo_ms is not None) or (self.slo_ms is not None and not self.slo_ms > 0):
             raise UserError(f"a serve case, and only one, has a positive latency SLO; got {self.mode} {self.slo_ms}")
+        if self.tenants < 1:
+            raise UserError(f"tenants must be >= 1; got {self.tenants}")
         self.device  # noqa: B018  (validates)
 
     @property
@@ -158,19 +161,22 @@ class Case:
         xla = "-xla" if self.xla and self.backend == "tensorflow" else ""
         dev = self.device.label + backend_tag(self.backend, self.parallelism)
         slo = f"-slo{self.slo_ms:g}ms" if self.slo_ms is not None else ""
-        return f"{self.workload}-{self.mode}-{dev}-{self.precision}{xla}-b{self.per_replica_batch}{slo}"
+        tenants = f"-t{self.tenants}" if self.tenants > 1 else ""
+        return f"{self.workload}-{self.mode}-{dev}-{self.precision}{xla}-b{self.per_replica_batch}{slo}{tenants}"
 
     def to_dict(self) -> dict:
-        """The case's fields, as stored in results (``slo_ms`` only on serve cases)."""
+        """The case's fields, as stored in results (``slo_ms`` only on serve cases, ``tenants`` only above 1)."""
         d = asdict(self)
         if d["slo_ms"] is None:
             del d["slo_ms"]
+        if d["tenants"] == 1:
+            del d["tenants"]
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Case:
         """Inverse of :meth:`to_dict`; extra keys are ignored (older results: 1 node, TensorFlow, data parallel)."""
-        optional = ("nodes", "backend", "parallelism", "slo_ms")
+        optional = ("nodes", "backend", "parallelism", "slo_ms", "tenants")
         return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d or f.name not in optional})
 
     @classmethod
@@ -200,6 +206,7 @@ class Case:
             backend=str(get("backend", "tensorflow")),
             parallelism=str(get("parallelism", "data")),
             slo_ms=None if get("slo_ms") is None else float(get("slo_ms")),
+            tenants=int(get("tenants", 1)),
         )
 
     def related(self, **changes: Any) -> Case:
@@ -216,11 +223,12 @@ class Case:
             precision="fp32",
             xla=self.backend != "tensorflow",  # JAX always compiles
             parallelism="data",
+            tenants=1,
         )
 
     def single_device(self) -> Case:
         """The same case on one device of one node (``gpu8x2nodes`` -> ``gpu1``, ``cpu2-virtual`` -> ``cpu``)."""
-        return self.related(device_count=1, virtual=False, nodes=1, parallelism="data")
+        return self.related(device_count=1, virtual=False, nodes=1, parallelism="data", tenants=1)
 
 
 def expand(

@@ -22,6 +22,15 @@ def _list(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
 
 
+def _tenants(text: str) -> tuple[int, ...]:
+    from bench import tenants
+
+    try:
+        return tenants.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -61,6 +70,13 @@ def parser() -> argparse.ArgumentParser:
         help="serve: the p99 latency bound in ms for every workload and device (default: mlp 10, cnn 15, transformer 130)",
     )
     r.add_argument("--devices", type=_list, default=("auto",), help="auto (default) or a comma list of cpu, gpu:K")
+    r.add_argument(
+        "--tenants",
+        type=_tenants,
+        default=(),
+        help="beside each case, N copies of it at once on its one device (cpu, gpu:1), e.g. 2,4: "
+        "the cost of sharing (STP, worst slowdown, fairness); docs/method.md",
+    )
     r.add_argument(
         "--precisions",
         type=_list,
@@ -204,6 +220,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         workloads=a.workloads or tuple(WORKLOADS),
         modes=a.modes or ("auto",),
         slo_ms=a.slo_ms,
+        tenants=a.tenants,
         devices=a.devices,
         precisions=a.precisions,
         xla=a.xla,
@@ -231,6 +248,7 @@ def cmd_run(a: argparse.Namespace) -> int:
                     ("stall_timeout", "--stall-timeout"),
                     ("shard", "--shard"),
                     ("slo_ms", "--slo-ms"),
+                    ("tenants", "--tenants"),
                 )
                 if getattr(a, k)
             ]

@@ -24,13 +24,20 @@ CASE_COLUMNS = [
     "backend",  # tensorflow | jax (older results: tensorflow)
     "parallelism",  # data | model (older results: data)
     "slo_ms",  # serve cases: the p99 latency bound (empty on other modes)
+    "tenants",  # copies of the case run at once on its one device (1: the case alone)
 ]
 # what a column means in results written before it existed
-COLUMN_DEFAULTS = {"nodes": 1, "backend": "tensorflow", "parallelism": "data"}
+COLUMN_DEFAULTS = {"nodes": 1, "backend": "tensorflow", "parallelism": "data", "tenants": 1}
 # columns that hold True/False on every row (never empty), so pandas reads them as bool
 BOOL_COLUMNS = ("virtual", "xla", "unstable", "busy")
 # columns with one value per device: in the CSV, the values joined by ";" (empty where not measured)
-LIST_COLUMNS = ("device_peak_mem_per_device_bytes",)
+LIST_COLUMNS = (
+    "device_peak_mem_per_device_bytes",
+    "tenant_samples_per_s",
+    "tenant_slowdown",
+    "tenant_device_peak_mem_bytes",
+    "tenant_gpu_mem_bytes",
+)
 FIGURE_COLUMNS = [
     "params",
     "flops_per_sample",
@@ -85,6 +92,22 @@ FIGURE_COLUMNS = [
     "energy_per_request_j",
     "serve_reason",
     "serve_note",
+    # tenants (bench.tenants): N copies at once on one device against one alone with the same memory cap
+    "sharing_mode",
+    "stp",
+    "worst_slowdown",
+    "fairness",
+    "antt",
+    "jain",
+    "alone_samples_per_s",
+    "tenant_samples_per_s",
+    "tenant_slowdown",
+    "shared_window_s",
+    "tenant_memory_cap_bytes",
+    "tenant_device_peak_mem_bytes",
+    "tenant_gpu_mem_bytes",
+    "tenant_gpu_mem_sum_bytes",
+    "sharing_verdict",
 ]
 TELEMETRY_COLUMNS = [
     "energy_j",

@@ -8,6 +8,7 @@ time. ``sync`` is the backend's (TensorFlow's device sync, or blocking on JAX's 
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -124,3 +125,56 @@ def summarize(case: Case, round_times: Sequence[float], k: int) -> dict:
         "rounds": len(round_times),
         "steps_per_round": k,
     }
+
+
+@dataclass(frozen=True)
+class Timed:
+    """The timed rounds of one case: K steps per round, round times, the last output, telemetry.
+
+    ``stamps``: a tenant's rounds as (start, end) on the system-wide monotonic clock, so the
+    parent can lay the tenants' rounds side by side (empty for a case run alone).
+    """
+
+    k: int
+    rounds: int
+    round_times_s: tuple[float, ...]
+    last: Any
+    window: Any  # the telemetry window's measurement
+    stamps: tuple[tuple[float, float], ...] = ()
+
+
+TENANT_READY = "tenant: ready at the start barrier"  # the heartbeat the parent counts before it starts all
+START_POLL_S = 0.005  # how often a tenant at the start barrier looks for the parent's signal
+
+
+def wait_for_start(go: str, heartbeat: Callable[[str], None], every_s: float = 1.0) -> None:
+    """A tenant waits at the start barrier until the parent creates ``go`` (heartbeating, so it never looks hung)."""
+    last = 0.0
+    while not os.path.exists(go):
+        now = time.monotonic()
+        if now - last >= every_s:
+            heartbeat(TENANT_READY)
+            last = now
+        time.sleep(START_POLL_S)
+
+
+def window_rounds(
+    step: Callable[[], Any], sync: Callable[[], Any], steps_per_round: int, window_s: float
+) -> tuple[tuple[tuple[float, float], ...], Any]:
+    """Rounds of K steps, each closed by one sync, until ``window_s`` of wall time has passed.
+
+    A tenant runs for a fixed time, not a fixed count, so no tenant finishes early and runs
+    alone while the others still work. Returns each round's (start, end) on
+    ``time.monotonic`` (CLOCK_MONOTONIC: one clock for every process of the machine) and the
+    last step's output.
+    """
+    stamps: list[tuple[float, float]] = []
+    out = None
+    end = time.monotonic() + window_s
+    while not stamps or stamps[-1][1] < end:
+        t0 = time.monotonic()
+        for _ in range(steps_per_round):
+            out = step()
+        sync()
+        stamps.append((t0, time.monotonic()))
+    return tuple(stamps), out

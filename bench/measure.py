@@ -53,7 +53,10 @@ def virtual_gpu_limit_mb(total_bytes: int | None, count: int, share: float = 0.9
 
 
 def configure_devices(
-    device: DeviceConfig, gpu_memory_total_bytes: int | None = None, cuda_ordinals: Sequence[int] | None = None
+    device: DeviceConfig,
+    gpu_memory_total_bytes: int | None = None,
+    cuda_ordinals: Sequence[int] | None = None,
+    memory_limit_mb: int | None = None,
 ) -> list[str]:
     """Make exactly the case's devices visible (before TensorFlow initialises); their names.
 
@@ -62,6 +65,7 @@ def configure_devices(
     ``gpu_memory_total_bytes`` (NVML's total of that GPU, see :func:`virtual_gpu_limit_mb`).
     ``cuda_ordinals`` pick the physical GPUs (the probe's list of GPUs TensorFlow really
     creates), so a GPU TensorFlow ignores is never chosen; default: the first ones.
+    ``memory_limit_mb`` caps one whole GPU (a tenant of a shared GPU, and its alone baseline).
     """
     physical = tf.config.list_physical_devices("GPU")
     gpus = [physical[i] for i in cuda_ordinals if i < len(physical)] if cuda_ordinals else physical
@@ -77,6 +81,9 @@ def configure_devices(
         tf.config.set_logical_device_configuration(
             gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit=limit)] * device.count
         )
+    elif memory_limit_mb:
+        tf.config.set_visible_devices(gpus[:1], "GPU")
+        tf.config.set_logical_device_configuration(gpus[0], [tf.config.LogicalDeviceConfiguration(memory_limit_mb)])
     else:
         tf.config.set_visible_devices(gpus[: device.count], "GPU")
         for g in gpus[: device.count]:

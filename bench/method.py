@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jinja2
 
-from bench import profiles, serve, stats
+from bench import profiles, serve, stats, tenants
 
 # the modules whose defaults the text states (bench.telemetry exports a function named derive)
 derive_mod = importlib.import_module("bench.telemetry.derive")
@@ -49,6 +49,7 @@ def markdown() -> str:
             certify_1=serve.certified_at(1),
             over=f"{serve.OVER_CAPACITY:g}",
             close_pct=f"{(serve.CLOSE_ENOUGH - 1) * 100:.0f}",
+            tenant_share_pct=f"{tenants.MEMORY_SHARE * 100:.0f}",
         )
         .strip()
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench import capability, serve
+from bench import capability, serve, tenants
 from bench.capability import Support
 from bench.cases import (
     BACKENDS,
@@ -54,6 +54,7 @@ class RunOptions:
     backend: str = "tensorflow"  # tensorflow | jax | all (each backend installed)
     parallelism: str = "data"  # data | model | both (model: JAX only, over several devices)
     slo_ms: float | None = None  # serve: one p99 bound for every workload and device (default: each workload's)
+    tenants: tuple[int, ...] = ()  # beside each case, the same case as N tenants sharing its device
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -94,6 +95,10 @@ class RunOptions:
                 raise UserError(f"--cluster takes one --devices (cpu or gpu:K per node); got {','.join(self.devices)}")
             if self.shard:
                 raise UserError("--cluster and --shard do not mix: every node runs every case together")
+        if any(not 2 <= n <= tenants.MAX_TENANTS for n in self.tenants):
+            raise UserError(f"--tenants takes counts from 2 to {tenants.MAX_TENANTS}; got {self.tenants}")
+        if self.tenants and self.nodes > 1:
+            raise UserError("--tenants and --cluster do not mix: tenants share one device of one machine")
         if self.sampler_interval_s < 0.1:
             raise UserError(f"--sampler-interval must be >= 0.1 s (<= 10 Hz); got {self.sampler_interval_s}")
 
@@ -130,7 +135,7 @@ class RunOptions:
     @classmethod
     def from_dict(cls, d: dict) -> RunOptions:
         """Inverse of :meth:`to_dict`."""
-        tuples = ("workloads", "modes", "devices", "precisions")
+        tuples = ("workloads", "modes", "devices", "precisions", "tenants")
         kw: dict[str, Any] = {k: tuple(v) if k in tuples else v for k, v in d.items() if k in cls.__dataclass_fields__}
         return cls(**kw)
 
@@ -205,6 +210,9 @@ def support(case: Case, machine: Machine) -> Support:
     b = capability.backend_support(be, case.parallelism, case.device_kind, case.virtual)
     if not b.supported:
         return b
+    if case.tenants > 1:  # the case itself first: a tenant of an unsupported case is unsupported for its reason
+        alone = support(case.related(tenants=1), machine)
+        return alone if not alone.supported else tenants.support(case, machine)
     if case.mode == "serve" and (case.device_count > 1 or case.virtual or case.nodes > 1):
         return capability.SERVE_ONE_DEVICE
     if be == "jax":  # no XLA axis (always compiled), no virtual GPUs (refused above)
@@ -272,6 +280,7 @@ def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
         parallelisms=opts.parallelisms,
         slo_of={w: opts.slo_of(w) for w in opts.workloads},
     )
+    cases = [c.related(tenants=n) for c in cases for n in (1, *opts.tenants)]
     if not cases:
         raise UserError("--parallelism model needs several devices (gpu:K with K >= 2, or --virtual-devices N)")
     out = [(c, support(c, machine)) for c in cases if keyword_match(opts.keyword, c.id)]

@@ -40,6 +40,8 @@ class WorkerPlan:
     nvml_status: str = "not checked"
     cluster: Mapping[str, Any] | None = None  # Cluster.to_dict() in a multi-node run
     skip: tuple[str, ...] = ()  # cluster resume: cases an earlier attempt finished (rank 0 knows)
+    # one tenant of a shared device (bench.tenant_run): index, of, go (the start file), window_s
+    tenant: Mapping[str, Any] | None = None
 
     @property
     def ids(self) -> list[str]:
@@ -69,6 +71,7 @@ class WorkerPlan:
             "nvml_status": self.nvml_status,
             "cluster": dict(self.cluster) if self.cluster else None,
             "skip": list(self.skip),
+            "tenant": dict(self.tenant) if self.tenant else None,
         }
 
     @classmethod
@@ -88,6 +91,7 @@ class WorkerPlan:
             nvml_status=d.get("nvml_status", "not checked"),
             cluster=d.get("cluster") or None,
             skip=tuple(d.get("skip") or ()),
+            tenant=d.get("tenant") or None,
         )
 
     def fingerprint(self, versions: Sequence[str] = ()) -> int:

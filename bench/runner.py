@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench import __version__, backends, protocol, records, storage, watchdog
+from bench import __version__, backends, protocol, records, storage, tenant_run, watchdog
 from bench.cases import Case, DeviceConfig
 from bench.cluster import Cluster
 from bench.devices import Machine
@@ -199,9 +199,13 @@ class Run:
                 skip = {c.id for c, sup in self.plan if sup.supported and c.id in kept}
                 todo = [c for c, sup in self.plan if sup.supported]
             for c in todo:
-                groups.setdefault(group_key(c), []).append(c)
+                if c.tenants == 1:
+                    groups.setdefault(group_key(c), []).append(c)
             for key, cases in groups.items():
                 self._run_group(key, cases, idle, bar, skip)
+            for c in todo:  # after the ordinary cases: N workers at once on one device
+                if c.tenants > 1:
+                    self._run_tenants(c, idle, bar)
             self.doc["run"]["status"] = "complete"
         except KeyboardInterrupt:
             self.doc["run"]["status"] = "interrupted"
@@ -308,6 +312,28 @@ class Run:
                 if stalls >= STALLS_IN_A_ROW and remaining:
                     self._give_up(remaining, stalls, end, log, bar)
                     remaining.clear()
+
+    def _run_tenants(self, case: Case, idle: dict, bar) -> None:
+        """A tenant case (bench.tenant_run): its record, or its failure as data."""
+        key = group_key(case)
+        plan = self._plan_for(key, [case], idle, ())
+        env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+        env.update(backends.worker_env(key[3], key[0], plan.gpu))
+        logdir = self.path.with_suffix(".logs")
+        logdir.mkdir(parents=True, exist_ok=True)
+        if bar is not None:
+            bar.set_postfix_str(f"{case.id}: alone, then {case.tenants} tenants", refresh=True)
+        rec, status, reason = tenant_run.measure(
+            case, plan, env, logdir, self.opts.stall_s, self.opts.timing.case_budget_s
+        )
+        if rec is None:
+            info = _info_for(case, self.run_id, self.opts.profile)
+            info.update(status=status, reason=reason)
+            rec = records.unmeasured(case, info)
+        storage.add_record(self.doc, rec)
+        self._save()
+        if bar is not None:
+            bar.update(1)
 
     def _released(self, gpu: Mapping[str, Any], end: WorkerEnd) -> str | None:
         """After a stall on GPUs: wait (bounded) until NVML no longer lists the killed worker; why not, if not."""

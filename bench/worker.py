@@ -16,7 +16,6 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -171,10 +170,9 @@ class WorkerSession:
             self.be.end_case()
             gc.collect()
         info["case_wall_s"] = time.perf_counter() - started  # where a run's time goes, case by case
-        if info["status"] == "ok":
-            record = records.measured(
-                case, benchmark.stats.as_dict(include_data=True), info, benchmark.stats.stats.data
-            )
+        if info["status"] == "ok":  # a tenant's rounds are its own (no pytest-benchmark rounds): its entry's shape
+            entry = benchmark.stats.as_dict(include_data=True) if benchmark.stats else records.unmeasured(case, info)
+            record = records.measured(case, entry, info, list(self._round_times))
         else:
             record = records.unmeasured(case, info)
         self.spool.send(protocol.Record(record))
@@ -211,6 +209,9 @@ class WorkerSession:
         out.update(self._warm_up(case, built))
         timed = self._timed(case, built, benchmark)
         out.update(self.loop.summarize(case, timed.round_times_s, timed.k))
+        self._round_times = timed.round_times_s
+        if timed.stamps:  # the parent lays the tenants' rounds side by side
+            out.update(tenant_rounds=[list(s) for s in timed.stamps], tenant_pid=os.getpid())
         self.be.check_placement(built, timed.last)  # still where it was: nothing moved or recompiled in the rounds
         out.update(self._after(case, built, timed.last, out["samples_per_s"]))
         out.update(_peaks(self.be.memory_peaks(self._virtual_cpu), "device_peak_mem"))
@@ -269,7 +270,7 @@ class WorkerSession:
         be.reset_memory()
         return out
 
-    def _timed(self, case: Case, built: Any, benchmark: Any) -> Timed:
+    def _timed(self, case: Case, built: Any, benchmark: Any) -> Any:  # loop.Timed
         """Calibrate K steps per round, then the timed rounds inside one telemetry window."""
         be, cid = self.be, case.id
         self.heartbeat(cid, "calibrating")
@@ -291,20 +292,27 @@ class WorkerSession:
             done[0] += 1
             self.heartbeat(cid, f"round {done[0]} of {rounds}")
 
+        tenant, stamps = self.plan.tenant, tuple[tuple[float, float], ...]()
+        if tenant:  # calibrated alone; all tenants start together on the parent's signal
+            self.loop.wait_for_start(tenant["go"], lambda phase: self.heartbeat(cid, phase))
         window.begin()
         try:
-            last = self.loop.timed_rounds(
-                built.step,
-                be.sync,
-                k,
-                rounds,
-                benchmark.pedantic,
-                setup=between_rounds,
-                barrier=self.coord.round_barrier(case.step_mode),
-            )
+            if tenant:  # over one wall-clock window, not a round count (bench.tenant_run)
+                stamps, last = self.loop.window_rounds(built.step, be.sync, k, tenant["window_s"])
+            else:
+                last = self.loop.timed_rounds(
+                    built.step,
+                    be.sync,
+                    k,
+                    rounds,
+                    benchmark.pedantic,
+                    setup=between_rounds,
+                    barrier=self.coord.round_barrier(case.step_mode),
+                )
         finally:
             window.stop()
-        return Timed(k, rounds, tuple(benchmark.stats.stats.data), last, window.end())
+        times = tuple(e - s for s, e in stamps) if stamps else tuple(benchmark.stats.stats.data)
+        return self.loop.Timed(k, len(times), times, last, window.end(), stamps)
 
     def _after(self, case: Case, built: Any, last: Any, rounds_rate: float | None = None) -> dict:
         """Training: the final loss must be finite. Inference: per-batch latency percentiles. Serve: the rate search."""
@@ -390,17 +398,6 @@ class WorkerSession:
         vals = [idle.get(g.uuid) for g in getattr(self.gpus, "gpus", [])]
         known = [v for v in vals if v is not None]
         return sum(known) if vals and len(known) == len(vals) else None
-
-
-@dataclass(frozen=True)
-class Timed:
-    """The timed rounds of one case: K steps per round, round times, the last output, telemetry."""
-
-    k: int
-    rounds: int
-    round_times_s: tuple[float, ...]
-    last: Any
-    window: Any  # the telemetry window's measurement
 
 
 def _peaks(per_device: list[int | None], name: str) -> dict:

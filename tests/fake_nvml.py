@@ -59,6 +59,7 @@ class FakeGPU:
     no_permission: bool = False  # nvmlDeviceGetHandleByIndex refuses this GPU
     pstate_idle: int = 8
     compute_pids: list[int] = field(default_factory=list)  # processes with a CUDA context on this GPU
+    mps_pids: list[int] = field(default_factory=list)  # MPS clients (their contexts live in the MPS server)
     pstate_load: int = 0
     compute_mode: int = 0  # NVML_COMPUTEMODE_DEFAULT
     max_sm_mhz: int = 1980
@@ -227,6 +228,15 @@ class FakeNVML(types.SimpleNamespace):
         for pid in g.compute_pids:
             info = pynvml.c_nvmlProcessInfo_v3_t()
             info.pid, info.usedGpuMemory = pid, 2**30
+            out.append(info)
+        return out
+
+    def nvmlDeviceGetMPSComputeRunningProcesses(self, h):
+        g = self._gpu(h, "processes")
+        out = []
+        for pid in g.mps_pids:
+            info = pynvml.c_nvmlProcessInfo_v3_t()
+            info.pid, info.usedGpuMemory = pid, 2**29
             out.append(info)
         return out
 

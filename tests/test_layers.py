@@ -44,6 +44,7 @@ FLOORS = {
     "bench.telemetry": 1,
     "bench.devices": 1,
     "bench.planning": 1,
+    "bench.tenants": 1,
     "bench.provenance": 1,
     "bench.watchdog": 1,
     "bench.method": 1,
@@ -62,6 +63,7 @@ FLOORS = {
     "bench.coordination": 2,
     # 3: running a plan, reading its results
     "bench.runner": 3,
+    "bench.tenant_run": 3,
     "bench.check": 3,
     "bench.report": 3,
     "bench.merge": 3,

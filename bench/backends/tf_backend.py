@@ -28,7 +28,9 @@ class TFBackend(Backend):
     ):
         gpu = gpu_plan or {}
         self.device = device
-        self.names = measure.configure_devices(device, gpu.get("memory_total_bytes"), gpu.get("cuda_ordinals"))
+        self.names = measure.configure_devices(
+            device, gpu.get("memory_total_bytes"), gpu.get("cuda_ordinals"), gpu.get("memory_limit_mb")
+        )
         self.strategy: Any = None
         if not cluster:  # a cluster worker's strategy comes from bench.multiworker (set_strategy)
             self.strategy, self.all_reduce = measure.make_strategy(device, self.names)

@@ -156,3 +156,28 @@ def latency_vs_rate(
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return _svg(fig, f"{title}: " + "; ".join(alt))
+
+
+def sharing(series: dict[str, list[tuple[int, float, float | None]]], title: str) -> str:
+    """STP and the worst slowdown against the tenant count N, one line per case; STP's ideal (N) and break-even (1)."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(8, 3.2))
+    markers = "osD^v<>p"
+    alt = []
+    top = 2
+    for i, (name, pts) in enumerate(series.items()):
+        pts = sorted([(1, 1.0, 1.0), *pts])  # one tenant alone: STP 1, no slowdown
+        ns = [p[0] for p in pts]
+        top = max(top, *ns)
+        style = {"marker": markers[i % len(markers)], "color": PALETTE[i % len(PALETTE)], "label": name}
+        a.plot(ns, [p[1] for p in pts], **style)
+        b.plot([n for n, _, w in pts if w is not None], [w for _, _, w in pts if w is not None], **style)
+        alt.append(f"{name}: " + ", ".join(f"N={n} STP {s:.3g} worst slowdown {human(w)}x" for n, s, w in pts[1:]))
+    a.plot([1, top], [1, top], linestyle=":", color="#555555", label="no interference (STP = N)")
+    a.axhline(1, linestyle="--", color="#999999", linewidth=0.8, label="one job's work (STP = 1)")
+    a.set(xlabel="tenants N", ylabel="system throughput STP", title="STP")
+    b.set(xlabel="tenants N", ylabel="worst slowdown (x)", title="worst slowdown")
+    for ax in (a, b):
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    a.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.22), frameon=False, ncol=2)
+    return _svg(fig, title + ": " + "; ".join(alt))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
-from bench.report import reference
+from bench.report import reference, sharing
 from bench.report.analysis import RunData, baseline_id, fmt_ratio, speedups
 from bench.report.numbers import human
 from bench.telemetry.derive import busy_note
@@ -72,4 +72,6 @@ def table(run: RunData, tablefmt: str = "simple") -> str:
         text += f"\nunsupported: {len(ids)} case{'s' if len(ids) > 1 else ''} ({example}): {reason}"
     for c in reference.comparisons(run.doc, run.table):  # one-GPU ResNet-50 cases with a published figure
         text += f"\npublished: {c.case_id} is {c.sentence()}" + (f": {c.verdict.upper()}" if c.verdict else "")
+    for t in sharing.tenant_records(run.doc):  # N tenants of one device against one alone
+        text += f"\nsharing: {t.id} ({t.info.get('sharing_mode')}): {t.info.get('sharing_verdict')}"
     return text

@@ -13,7 +13,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from bench import __version__, stats, storage
-from bench.report import analysis, compare, reference, resources, sections, serving
+from bench.report import analysis, compare, reference, resources, sections, serving, sharing
 from bench.report import cost as costs
 from bench.report.analysis import RunData, fmt_ratio
 from bench.report.html import Cell, Para, Section, Table, unique_svg_ids
@@ -157,6 +157,10 @@ def html_report(
                 serving.capacity(run, prices, resources.gpu_name(run.doc)),
             ),
             Section(f"Multi-device and multi-node scaling{sfx}", sections.scaling(run, pool)),
+        ]
+        if sharing.planned(run.doc):  # only a run with --tenants
+            parts.append(Section(f"Sharing one device{sfx}", sharing.section(run)))
+        parts += [
             Section(
                 f"Precision gains (vs fp32 on the same devices){sfx}",
                 sections.gains(analysis.precision_gains(run), "No mixed-precision or TF32 case was measured."),
@@ -258,6 +262,7 @@ def markdown_report(
                 "",
             ]
         out += reference.markdown(d, run.table)
+        out += sharing.markdown(d)
         bc = analysis.backend_comparison(run)
         if not bc.empty:
             out += [
