@@ -115,6 +115,8 @@ def _case_line(rec: storage.CaseRecord) -> dict:
         other_gpu_processes=e.get("other_gpu_processes"),
         busy=bool(e.get("busy")),
     )
+    if rec.case.tenants > 1:  # tracked: the aggregate; the sharing figures for the site's card
+        out.update({k: e.get(k) for k in ("sharing_mode", "stp", "worst_slowdown", "fairness", "sharing_verdict")})
     if rec.case.mode == "serve":  # tracked: the rate at the SLO; its search's bracket is its noise floor
         lo, hi = e.get("rate_bracket_low"), e.get("rate_bracket_high")
         out.update(

@@ -88,7 +88,8 @@ def headline(run: RunData) -> list[dict]:
     ``gpu1_fp32``: one GPU, TF32 off; ``gpu1_best``: (case, ratio) of the best one-GPU case;
     ``multi_best``: the same over several real GPUs; ``speedup``: the best configuration overall.
     """
-    t = run.table[run.table["status"] == "ok"]
+    # N tenants' aggregate is not a configuration of one job: the sharing section has them
+    t = run.table[(run.table["status"] == "ok") & (run.table["tenants"] == 1)]
     out = []
     for (w, mode), g in t.groupby(["workload", "mode"], sort=False):
         g = g[g["per_replica_batch"] == g["per_replica_batch"].max()]

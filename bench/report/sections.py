@@ -113,7 +113,10 @@ def _config(r: pd.Series) -> str:
     backend = r.get("backend") or "tensorflow"
     be = "" if backend == "tensorflow" else f" {backend}{'-mp' if r.get('parallelism') == 'model' else ''}"
     xla = " xla" if r["xla"] and backend == "tensorflow" else ""
-    return f"{r['device_kind']}{r['device_count']}{'-virtual' if r['virtual'] else ''}{be} {r['precision']}{xla}"
+    tenants = f" x{int(r['tenants'])} tenants" if int(r.get("tenants") or 1) > 1 else ""
+    return (
+        f"{r['device_kind']}{r['device_count']}{'-virtual' if r['virtual'] else ''}{be} {r['precision']}{xla}{tenants}"
+    )
 
 
 def matrix(run: RunData) -> list:

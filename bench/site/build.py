@@ -202,6 +202,7 @@ class Site:
             "headline": Table(headers, rows, wrap=True),
             "spark_n": len(spark_nights),
             "health": health,
+            "sharing": metrics.sharing_table(last, v.testbed),
             "trends": f"trends/{v.testbed}.html",
             "nights": f"nights/{v.testbed}.html",
         }

@@ -13,6 +13,7 @@ import numpy as np
 from bench import stats
 from bench.cases import Case
 from bench.report import cost as costs
+from bench.report.html import Cell, Table, num
 
 
 def _ok(c: dict) -> bool:
@@ -48,7 +49,7 @@ def headline(night: dict, prices: costs.Prices | None = None) -> list[Headline]:
     cases = night["cases"]
     groups: dict[tuple[str, str], dict[str, dict]] = {}
     for cid, c in cases.items():
-        if _ok(c):
+        if _ok(c) and int(c.get("tenants") or 1) == 1:  # tenants answer another question (the sharing table)
             groups.setdefault((str(c.get("workload")), str(c.get("mode"))), {})[cid] = c
     gpus = (night.get("fingerprint") or {}).get("gpus") or []
     out = []
@@ -131,3 +132,24 @@ def noise(nights: list[dict]) -> float | None:
             if med > 0:
                 cvs.append(1.4826 * float(np.median(np.abs(x - med))) / med)
     return float(np.median(cvs)) if cvs else None
+
+
+def sharing_table(night: dict, testbed: str) -> Table | None:
+    """The night's measured tenant cases (N copies on one device): STP, worst slowdown, fairness; None without any."""
+    shared = [(cid, c) for cid, c in night["cases"].items() if int(c.get("tenants") or 1) > 1 and _ok(c)]
+    if not shared:
+        return None
+    rows = [
+        [
+            Cell(cid),
+            Cell(c.get("sharing_mode") or "-"),
+            num(c.get("value")),
+            num(c.get("stp"), "{:.2f}"),
+            num(c.get("worst_slowdown"), "{:.2f}x"),
+            num(c.get("fairness"), "{:.2f}"),
+            Cell(c.get("sharing_verdict") or ""),
+        ]
+        for cid, c in shared
+    ]
+    headers = ["tenant case", "sharing mode", "aggregate samples/s", "STP", "worst slowdown", "fairness", "verdict"]
+    return Table(headers, rows, label=f"sharing one device: {testbed}")

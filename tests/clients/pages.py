@@ -56,10 +56,18 @@ def build(out: Path, results: Path | None = None) -> list[Path]:
         Case("cnn", "train", "gpu", 1, False, "mixed_float16", True, 256): 0.3,  # check this machine
         Case("cnn", "infer", "gpu", 1, False, "tf32", False, 64): 1.5,
     }
-    render([make_samples.one_gpu(rn50)], out / "report-a100")
+    a100 = make_samples.one_gpu(rn50)
+    for n, shares in ((2, [0.62, 0.58]), (4, [0.3, 0.28, 0.27, 0.2])):  # the sharing table and chart
+        t = Case("mlp", "train", "gpu", 1, False, "tf32", False, 1024, tenants=n)
+        storage.add_record(a100, make_samples.tenant_record(t, 150000.0, shares, make_samples.A100, "a100-run"))
+    render([a100], out / "report-a100")
     if results is not None:
         render([storage.load(results)], out / "report-fresh")
     _site(out / "site12", cpu, "cpu-dev", 12, (9, 10, 11))
+    shared = make_samples.tenant_record(
+        Case("mlp", "train", "gpu", 1, False, "tf32", False, 1024, tenants=2), 150000.0, [0.6, 0.55], "H100", "gpu8-run"
+    )
+    storage.add_record(gpu8, shared)  # the card's sharing table
     _site(out / "site3", gpu8, "h100x8", 3, (2,))
     return sorted(p for p in out.rglob("*.html"))
 

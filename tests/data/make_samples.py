@@ -228,6 +228,29 @@ def one_gpu(shares: dict[Case, float], gpu_name: str = A100, profile: str = "sta
     return doc
 
 
+def tenant_record(case: Case, alone: float, shares: list[float], gpu_name: str, run_id: str) -> dict:
+    """A GPU tenant case through the real combine: each tenant at ``share`` of the ``alone`` rate, over 2 s."""
+    from bench import tenants
+
+    k, n_samples = 10, case.global_batch * 10
+
+    def rec(rate: float, start: float) -> dict:
+        t, rounds = start, []
+        while t < start + 2.0:
+            rounds.append([t, t + n_samples / rate])
+            t = rounds[-1][1]
+        info = {"global_batch": case.global_batch, "steps_per_round": k, "tenant_rounds": rounds, "run_id": run_id}
+        info.update(flops_per_sample=400_000_000, power_mean_w=400.0, device_peak_mem_bytes=int(4e9), case_wall_s=30.0)
+        return {"extra_info": info}
+
+    observed = {"sharing_mode": "time-slicing", "sharing_note": "time-slicing: one context runs at a time"}
+    observed.update(tenant_gpu_mem_bytes=[int(5e9)] * len(shares), tenant_gpu_mem_sum_bytes=int(5e9) * len(shares))
+    parts = [rec(alone * s, 100.0 + 0.01 * i) for i, s in enumerate(shares)]
+    out = tenants.combine(case, rec(alone, 0.0), parts, observed)
+    out["extra_info"]["pci_bus_ids"] = ["0000:18:00.0"]
+    return out
+
+
 def hostile() -> dict:
     evil = '<script>alert("gpu")</script><img src=x onerror=alert(1)>'
     doc = gpu8("hostile-run", f"host{evil}", f"NVIDIA {evil}")
