@@ -176,8 +176,10 @@ def sharing(series: dict[str, list[tuple[int, float, float | None]]], title: str
     a.axhline(1, linestyle="--", color="#999999", linewidth=0.8, label="one job's work (STP = 1)")
     a.set(xlabel="tenants N", ylabel="system throughput STP", title="STP")
     b.set(xlabel="tenants N", ylabel="worst slowdown (x)", title="worst slowdown")
+    ticks = sorted({1, *(n for pts in series.values() for n, _, _ in pts)})
     for ax in (a, b):
         ax.grid(alpha=0.3)
-    fig.suptitle(title)
+        ax.set_xticks(ticks)  # tenant counts are whole
+    fig.suptitle(title, y=1.04)
     a.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.22), frameon=False, ncol=2)
     return _svg(fig, title + ": " + "; ".join(alt))
