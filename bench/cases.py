@@ -8,6 +8,7 @@ is used everywhere: pytest id, results key, CSV row, report label.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
@@ -102,6 +103,7 @@ class Case:
     parallelism: str = "data"
     slo_ms: float | None = None  # serve: the p99 latency bound, one for every device of a run
     tenants: int = 1  # copies of the case run at once on its one device (bench.tenants)
+    neighbour: str = ""  # the mix: this case beside a noisy neighbour, "<mode>-b<batch>" of the same case
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -118,6 +120,10 @@ class Case:
             raise UserError(f"a serve case, and only one, has a positive latency SLO; got {self.mode} {self.slo_ms}")
         if self.tenants < 1:
             raise UserError(f"tenants must be >= 1; got {self.tenants}")
+        if self.neighbour and (self.tenants != 2 or not re.fullmatch(r"(train|infer)-b[1-9][0-9]*", self.neighbour)):
+            raise UserError(
+                f"a mix case has 2 tenants and a neighbour like train-b64; got {self.tenants}, {self.neighbour!r}"
+            )
         self.device  # noqa: B018  (validates)
 
     @property
@@ -161,7 +167,7 @@ class Case:
         xla = "-xla" if self.xla and self.backend == "tensorflow" else ""
         dev = self.device.label + backend_tag(self.backend, self.parallelism)
         slo = f"-slo{self.slo_ms:g}ms" if self.slo_ms is not None else ""
-        tenants = f"-t{self.tenants}" if self.tenants > 1 else ""
+        tenants = f"-beside-{self.neighbour}" if self.neighbour else f"-t{self.tenants}" if self.tenants > 1 else ""
         return f"{self.workload}-{self.mode}-{dev}-{self.precision}{xla}-b{self.per_replica_batch}{slo}{tenants}"
 
     def to_dict(self) -> dict:
@@ -171,12 +177,14 @@ class Case:
             del d["slo_ms"]
         if d["tenants"] == 1:
             del d["tenants"]
+        if not d["neighbour"]:
+            del d["neighbour"]
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Case:
         """Inverse of :meth:`to_dict`; extra keys are ignored (older results: 1 node, TensorFlow, data parallel)."""
-        optional = ("nodes", "backend", "parallelism", "slo_ms", "tenants")
+        optional = ("nodes", "backend", "parallelism", "slo_ms", "tenants", "neighbour")
         return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d or f.name not in optional})
 
     @classmethod
@@ -207,6 +215,7 @@ class Case:
             parallelism=str(get("parallelism", "data")),
             slo_ms=None if get("slo_ms") is None else float(get("slo_ms")),
             tenants=int(get("tenants", 1)),
+            neighbour=str(get("neighbour", "") or ""),
         )
 
     def related(self, **changes: Any) -> Case:
@@ -224,11 +233,23 @@ class Case:
             xla=self.backend != "tensorflow",  # JAX always compiles
             parallelism="data",
             tenants=1,
+            neighbour="",
         )
 
     def single_device(self) -> Case:
         """The same case on one device of one node (``gpu8x2nodes`` -> ``gpu1``, ``cpu2-virtual`` -> ``cpu``)."""
-        return self.related(device_count=1, virtual=False, nodes=1, parallelism="data", tenants=1)
+        return self.related(device_count=1, virtual=False, nodes=1, parallelism="data", tenants=1, neighbour="")
+
+    def neighbour_case(self) -> Case:
+        """A mix case's noisy neighbour: the same case in the neighbour's mode and batch, alone."""
+        mode, _, batch = self.neighbour.partition("-b")
+        return self.related(mode=mode, per_replica_batch=int(batch), tenants=1, neighbour="")
+
+    def mix(self) -> Case:
+        """The mix beside this (training) case: its batch-1 inference (the latency tenant) beside it."""
+        return self.related(
+            mode="infer", per_replica_batch=1, tenants=2, neighbour=f"{self.mode}-b{self.per_replica_batch}"
+        )
 
 
 def expand(

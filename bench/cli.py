@@ -22,7 +22,7 @@ def _list(text: str) -> tuple[str, ...]:
     return tuple(t.strip() for t in text.split(",") if t.strip())
 
 
-def _tenants(text: str) -> tuple[int, ...]:
+def _tenants(text: str) -> tuple[tuple[int, ...], bool]:
     from bench import tenants
 
     try:
@@ -73,9 +73,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--tenants",
         type=_tenants,
-        default=(),
+        default=((), False),
         help="beside each case, N copies of it at once on its one device (cpu, gpu:1), e.g. 2,4: "
-        "the cost of sharing (STP, worst slowdown, fairness); docs/method.md",
+        "the cost of sharing (STP, worst slowdown, fairness); mix: each training case's batch-1 "
+        "inference beside it (p99 latency alone vs beside training); docs/method.md",
     )
     r.add_argument(
         "--precisions",
@@ -220,7 +221,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         workloads=a.workloads or tuple(WORKLOADS),
         modes=a.modes or ("auto",),
         slo_ms=a.slo_ms,
-        tenants=a.tenants,
+        tenants=a.tenants[0],
+        tenant_mix=a.tenants[1],
         devices=a.devices,
         precisions=a.precisions,
         xla=a.xla,
@@ -248,10 +250,10 @@ def cmd_run(a: argparse.Namespace) -> int:
                     ("stall_timeout", "--stall-timeout"),
                     ("shard", "--shard"),
                     ("slo_ms", "--slo-ms"),
-                    ("tenants", "--tenants"),
                 )
                 if getattr(a, k)
             ]
+            + (["--tenants"] if a.tenants != ((), False) else [])
             + (["--profile"] if a.profile != "standard" else [])
             + (["--devices"] if a.devices != ("auto",) else [])
             + (["--precisions"] if a.precisions != ("auto",) else [])

@@ -25,6 +25,7 @@ CASE_COLUMNS = [
     "parallelism",  # data | model (older results: data)
     "slo_ms",  # serve cases: the p99 latency bound (empty on other modes)
     "tenants",  # copies of the case run at once on its one device (1: the case alone)
+    "neighbour",  # a mix case: the noisy neighbour beside it, e.g. train-b64 (empty otherwise)
 ]
 # what a column means in results written before it existed
 COLUMN_DEFAULTS = {"nodes": 1, "backend": "tensorflow", "parallelism": "data", "tenants": 1}
@@ -108,6 +109,11 @@ FIGURE_COLUMNS = [
     "tenant_gpu_mem_bytes",
     "tenant_gpu_mem_sum_bytes",
     "sharing_verdict",
+    # the mix: a batch-1 inference tenant's latency alone and beside its neighbour
+    "alone_latency_p50_s",
+    "alone_latency_p99_s",
+    "latency_p99_inflation",
+    "neighbour_samples_per_s",
 ]
 TELEMETRY_COLUMNS = [
     "energy_j",

@@ -55,6 +55,7 @@ class RunOptions:
     parallelism: str = "data"  # data | model | both (model: JAX only, over several devices)
     slo_ms: float | None = None  # serve: one p99 bound for every workload and device (default: each workload's)
     tenants: tuple[int, ...] = ()  # beside each case, the same case as N tenants sharing its device
+    tenant_mix: bool = False  # beside each training case, its batch-1 inference next to it (a latency tenant)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -97,7 +98,7 @@ class RunOptions:
                 raise UserError("--cluster and --shard do not mix: every node runs every case together")
         if any(not 2 <= n <= tenants.MAX_TENANTS for n in self.tenants):
             raise UserError(f"--tenants takes counts from 2 to {tenants.MAX_TENANTS}; got {self.tenants}")
-        if self.tenants and self.nodes > 1:
+        if (self.tenants or self.tenant_mix) and self.nodes > 1:
             raise UserError("--tenants and --cluster do not mix: tenants share one device of one machine")
         if self.sampler_interval_s < 0.1:
             raise UserError(f"--sampler-interval must be >= 0.1 s (<= 10 Hz); got {self.sampler_interval_s}")
@@ -211,7 +212,9 @@ def support(case: Case, machine: Machine) -> Support:
     if not b.supported:
         return b
     if case.tenants > 1:  # the case itself first: a tenant of an unsupported case is unsupported for its reason
-        alone = support(case.related(tenants=1), machine)
+        alone = support(case.related(tenants=1, neighbour=""), machine)
+        if alone.supported and case.neighbour:
+            alone = support(case.neighbour_case(), machine)
         return alone if not alone.supported else tenants.support(case, machine)
     if case.mode == "serve" and (case.device_count > 1 or case.virtual or case.nodes > 1):
         return capability.SERVE_ONE_DEVICE
@@ -281,6 +284,10 @@ def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
         slo_of={w: opts.slo_of(w) for w in opts.workloads},
     )
     cases = [c.related(tenants=n) for c in cases for n in (1, *opts.tenants)]
+    if opts.tenant_mix and "train" not in opts.mode_list:
+        raise UserError("--tenants mix sets each training case's batch-1 inference beside it: add train to --modes")
+    if opts.tenant_mix:  # after each training case: its batch-1 inference beside it
+        cases = [m for c in cases for m in ((c, c.mix()) if c.mode == "train" and c.tenants == 1 else (c,))]
     if not cases:
         raise UserError("--parallelism model needs several devices (gpu:K with K >= 2, or --virtual-devices N)")
     out = [(c, support(c, machine)) for c in cases if keyword_match(opts.keyword, c.id)]

@@ -66,8 +66,7 @@ def tenant_plan(plan: WorkerPlan, case: Case, env: Mapping[str, str]) -> tuple[W
 
 
 def run_group(
-    plan: WorkerPlan,
-    n: int,
+    plans: list[WorkerPlan],
     env: Mapping[str, str],
     logs: Path,
     stall_s: float,
@@ -75,12 +74,13 @@ def run_group(
     observe: Callable[[list[int]], dict] | None = None,
     worker: list[str] | None = None,
 ) -> Outcome:
-    """``n`` workers of the plan's one case, started together after each is ready; their records, or why not."""
+    """A worker per plan (each one case), started together after each is ready; their records, or why not."""
     from bench.runner import WORKER
 
+    n = len(plans)
     with tempfile.TemporaryDirectory() as d:
         go = Path(d) / "go"
-        group = [_launch(plan, i, n, Path(d), go, logs, env, window_s, worker or WORKER) for i in range(n)]
+        group = [_launch(p, i, n, Path(d), go, logs, env, window_s, worker or WORKER) for i, p in enumerate(plans)]
         try:
             return _watch(group, go, stall_s, window_s, observe)
         finally:
@@ -92,7 +92,8 @@ def run_group(
 def _launch(
     plan: WorkerPlan, i: int, n: int, d: Path, go: Path, logs: Path, env: Mapping[str, str], window_s: float, cmd
 ) -> Tenant:
-    mine = dataclasses.replace(plan, tenant={"index": i, "of": n, "go": str(go), "window_s": window_s})
+    tenant = {"index": i, "of": n, "go": str(go), "window_s": window_s, **(plan.tenant or {})}
+    mine = dataclasses.replace(plan, tenant=tenant)
     path, spool = d / f"plan{i}.json", d / f"spool{i}.jsonl"
     mine.write(path)
     log = logs.with_name(f"{logs.name}-{i}.log") if n > 1 else logs.with_name(f"{logs.name}.log")
@@ -169,15 +170,22 @@ def _watch(
 def measure(
     case: Case, plan: WorkerPlan, env: Mapping[str, str], logdir: Path, stall_s: float, window_s: float
 ) -> tuple[dict | None, str, str]:
-    """The alone baseline, then the N tenants: (the case's record, "ok", "") or (None, status, reason)."""
+    """The alone baseline, then the N tenants: (the case's record, "ok", "") or (None, status, reason).
+
+    A mix case's first tenant is the case (one request per round: each round is a latency) and its
+    second the noisy neighbour; the baseline is the first alone.
+    """
     plan, env = tenant_plan(plan, case, env)
-    alone = run_group(plan, 1, env, logdir / f"{case.id}-alone", stall_s, window_s)
+    if case.neighbour:
+        plan = dataclasses.replace(plan, tenant={"k": 1})
+        plans = [plan, dataclasses.replace(plan, cases=(case.neighbour_case(),), tenant=None)]
+    else:
+        plans = [plan] * case.tenants
+    alone = run_group([plan], env, logdir / f"{case.id}-alone", stall_s, window_s)
     if alone.status != "ok" or not alone.records:
         return None, alone.status, alone.reason or "the alone baseline gave no record"
     bus = next(iter(plan.gpu.get("pci_bus_ids") or []), None)
-    shared = run_group(
-        plan, case.tenants, env, logdir / case.id, stall_s, window_s, lambda pids: tenants.observe(case, bus, pids)
-    )
+    shared = run_group(plans, env, logdir / case.id, stall_s, window_s, lambda pids: tenants.observe(case, bus, pids))
     if shared.status != "ok" or len(shared.records) != case.tenants:
         return None, shared.status, shared.reason or "a tenant gave no record"
     try:

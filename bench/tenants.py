@@ -28,15 +28,19 @@ MAX_TENANTS = 16
 ENERGY_NOTE = "device energy over the shared window per sample of all tenants (NVML measures the whole GPU)"
 
 
-def parse(text: str) -> tuple[int, ...]:
-    """``--tenants 2,4`` -> (2, 4); each from 2 to MAX_TENANTS (1 is every ordinary case)."""
+def parse(text: str) -> tuple[tuple[int, ...], bool]:
+    """``--tenants 2,4,mix`` -> ((2, 4), True): counts from 2 to MAX_TENANTS (1 is every ordinary case), and the mix."""
+    words = [t.strip() for t in text.split(",") if t.strip()]
+    mix = "mix" in words
     try:
-        counts = tuple(int(t) for t in text.split(",") if t.strip())
+        counts = tuple(sorted({int(t) for t in words if t != "mix"}))
     except ValueError:
-        counts = ()
-    if not counts or any(not 2 <= n <= MAX_TENANTS for n in counts):
-        raise ValueError(f"--tenants takes counts from 2 to {MAX_TENANTS}, comma-separated (e.g. 2,4); got {text!r}")
-    return tuple(sorted(set(counts)))
+        counts = (0,)
+    if not words or any(not 2 <= n <= MAX_TENANTS for n in counts):
+        raise ValueError(
+            f"--tenants takes counts from 2 to {MAX_TENANTS} and/or mix, comma-separated (e.g. 2,4,mix); got {text!r}"
+        )
+    return counts, mix
 
 
 def memory_limit_mb(total_bytes: int | None, tenants: int) -> int | None:
@@ -114,6 +118,8 @@ def combine(
     window = common_window([_span(r) for r in per if r])
     if window is None or len(per) != n or not all(per) or not base:
         raise ValueError("the tenants never ran at the same time (one started after another had finished)")
+    if case.neighbour:
+        return _mix(case, base, per, window, tenants[0]["extra_info"], observed)
     rates = [rate_in_window(r, window) for r in per]
     if any(r is None for r in rates):
         late = [i for i, r in enumerate(rates) if r is None]
@@ -205,3 +211,52 @@ def observe(case: Case, bus_id: str | None, pids: Sequence[int]) -> dict:
         "gpu_memory_total_bytes": gpu.memory_total_bytes,
         "tenant_memory_cap_bytes": (memory_limit_mb(gpu.memory_total_bytes, case.tenants) or 0) * 2**20 or None,
     }
+
+
+def _mix(
+    case: Case,
+    base: list[tuple[float, float, int]],
+    per: list[list[tuple[float, float, int]]],
+    window: tuple[float, float],
+    first: Mapping[str, Any],
+    observed: Mapping[str, Any],
+) -> dict:
+    """A mix case: the latency tenant's requests (one per round) alone and beside its neighbour, in the window."""
+    lat = [t - s for s, t, _ in per[0] if s >= window[0] and t <= window[1]]
+    solo = [t - s for s, t, _ in base]
+    neighbour = rate_in_window(per[1], window)
+    if len(lat) < 2 or neighbour is None:
+        raise ValueError(
+            f"the latency tenant or its neighbour finished no round inside the {window[1] - window[0]:.2f} s window"
+        )
+    p50, p99 = stats.percentile(lat, 50), stats.percentile(lat, 99)
+    a50, a99 = stats.percentile(solo, 50), stats.percentile(solo, 99)
+    info = records.base_info(case, first["run_id"], first.get("flops_per_sample"))
+    info.update(
+        {k: first[k] for k in ("math_mode", "framework", "devices", "pci_bus_ids", "params", "compile_s") if k in first}
+    )
+    rate = len(lat) * case.global_batch / sum(lat)
+    info.update(
+        status="ok",
+        tenants=2,
+        neighbour=case.neighbour,
+        samples_per_s=rate,
+        steps_per_round=1,
+        rounds=len(lat),
+        shared_window_s=window[1] - window[0],
+        latency_p50_s=p50,
+        latency_p90_s=stats.percentile(lat, 90),
+        latency_p99_s=p99,
+        latency_samples=len(lat),
+        alone_latency_p50_s=a50,
+        alone_latency_p99_s=a99,
+        latency_p99_inflation=p99 / a99 if a99 else None,
+        neighbour_samples_per_s=neighbour,
+        alone_samples_per_s=len(solo) * case.global_batch / sum(solo),
+        sharing_verdict=(
+            f"p99 {a99 * 1e3:.3g} ms alone, {p99 * 1e3:.3g} ms beside {case.neighbour_case().mode} "
+            f"at batch {case.neighbour_case().per_replica_batch} ({p99 / a99:.2g}x)"
+        ),
+        **observed,
+    )
+    return records.measured(case, records.unmeasured(case, info), info, lat)

@@ -20,11 +20,11 @@ from bench import loop, protocol
 from bench.protocol import WorkerPlan
 
 STEP_S = 0.005
-K = 4
 
 plan = WorkerPlan.read(sys.argv[1])
 spool = protocol.SpoolWriter(sys.argv[2])
 tenant = plan.tenant or {}
+K = int(tenant.get("k") or 4)  # a mix's latency tenant: one request per round
 (case,) = plan.cases
 me = int(tenant.get("index", 0)) + 1 if tenant.get("of", 1) > 1 else 0  # 0: the alone baseline
 mode, _, who = os.environ.get("FAKE_TENANT", "").partition(":")

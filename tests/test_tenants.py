@@ -11,6 +11,7 @@ from test_capability import BF16_CPU
 from bench import runner, storage, tenants
 from bench.cases import Case
 from bench.devices import CPUInfo, Machine
+from bench.errors import UserError
 from bench.planning import RunOptions, plan
 from bench.telemetry import gpus
 
@@ -59,7 +60,9 @@ def test_a_device_that_serialises_the_tenants_gives_stp_1_and_each_n_times_slowe
     monkeypatch.setenv("FAKE_TENANT", "serial")
     rec, _ = run(tmp_path, 3)
     e = rec.info
-    assert rec.ok and 0.7 < e["stp"] < 1.3, e
+    assert rec.ok and 0.6 < e["stp"] < 1.8, (
+        e
+    )  # far from the 3 of tenants that share nothing (a loaded machine adds a little)
     # taking turns: together they did one job's work, so the slowest went at most a third of its pace
     # (file locks are not fair: how the turns split is the kernel's affair, not a figure to assert)
     assert e["worst_slowdown"] > 2.5 and e["fairness"] <= 1.0
@@ -105,8 +108,8 @@ def test_an_out_of_memory_tenant_is_an_oom_case(tmp_path, monkeypatch):
 
 def test_a_tenant_that_hangs_before_the_barrier_times_the_case_out(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_TENANT", "hang:2")
-    rec, _ = run(tmp_path, 2, stall=3)
-    assert rec.status == "timeout" and "tenant 2 of 2: no progress for 3 s (last: building)" in rec.reason
+    rec, _ = run(tmp_path, 2, stall=10)  # (room for a loaded machine to start the others' Python)
+    assert rec.status == "timeout" and "tenant 2 of 2: no progress for 10 s (last: building)" in rec.reason
 
 
 def _rec(rounds, k=2, batch=8):
@@ -212,3 +215,55 @@ def test_the_memory_cap_reaches_the_worker_plan_and_the_jax_environment(monkeypa
     jax = Case("mlp", "train", "gpu", 1, False, "fp32", True, 64, backend="jax", tenants=4)
     _, env = tenant_plan(wp, jax, {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.95"})
     assert env["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.2250"
+
+
+def _mix_run(tmp_path):
+    opts = RunOptions(
+        profile="smoke",
+        workloads=("mlp",),
+        modes=("train",),
+        devices=("cpu",),
+        precisions=("fp32",),
+        tenant_mix=True,
+        keyword="beside",
+    )
+    path = runner.Run.new(opts, CPU, tmp_path, ["run"]).execute()
+    (rec,) = storage.case_records(storage.load(path))
+    return rec
+
+
+@pytest.mark.parametrize(("mode", "low", "high"), [("", 0.5, 2.0), ("serial", 1.3, 100.0)])
+def test_the_mix_measures_a_latency_tenant_alone_and_beside_its_training_neighbour(
+    tmp_path, monkeypatch, mode, low, high
+):
+    monkeypatch.setenv("FAKE_TENANT", mode)
+    rec = _mix_run(tmp_path)
+    e = rec.info
+    assert rec.ok and rec.id == "mlp-infer-cpu-fp32-b1-beside-train-b64", rec.reason
+    assert rec.case.neighbour_case().id == "mlp-train-cpu-fp32-b64"
+    # one request per round: each round a latency of one 5 ms step, alone
+    assert 0.004 < e["alone_latency_p50_s"] < 0.05 and e["latency_samples"] == e["rounds"] > 10
+    assert low < e["latency_p99_inflation"] < high  # a device taking turns makes the request wait
+    assert e["neighbour_samples_per_s"] > 0 and "beside train at batch 64" in e["sharing_verdict"]
+
+
+def test_the_mix_needs_training_cases_and_follows_each_one():
+    with pytest.raises(UserError, match="add train to --modes"):
+        plan(RunOptions(profile="smoke", workloads=("mlp",), modes=("infer",), devices=("cpu",), tenant_mix=True), CPU)
+    p = plan(
+        RunOptions(
+            profile="smoke",
+            workloads=("mlp",),
+            modes=("train", "infer"),
+            devices=("cpu",),
+            precisions=("fp32",),
+            tenant_mix=True,
+        ),
+        CPU,
+    )
+    ids = [c.id for c, _ in p]
+    assert ids.index("mlp-infer-cpu-fp32-b1-beside-train-b64") == ids.index("mlp-train-cpu-fp32-b64") + 1
+    assert all(s.supported for _, s in p)
+    assert tenants.parse("2,mix,4") == ((2, 4), True) and tenants.parse("mix") == ((), True)
+    with pytest.raises(ValueError, match="counts from 2"):
+        tenants.parse("1,mix")

@@ -85,7 +85,8 @@ def section(run: RunData) -> list:
         "just before. STP (system throughput) is the sum of each tenant's rate over the alone rate: N when "
         "tenants do not interfere, 1 when they take turns, below 1 when sharing loses work. Fairness is the "
         "slowest tenant's progress over the fastest's. Energy is the whole device's (NVML cannot split it "
-        "between processes). See Method."
+        "between processes). The mix: a batch-1 inference tenant (one request per round, so each round is "
+        "a latency) beside its training case, against the same inference alone. See Method."
     )
     if not recs:
         return [intro, Para("No tenant case was measured: see Unsupported and failed cases.")]
@@ -94,14 +95,52 @@ def section(run: RunData) -> list:
     for r in recs:
         by.setdefault(_device(run.doc, r), []).append(r)
     for device, group in by.items():
-        out += [Para(device), Table(HEADERS, [_row(r) for r in group], label=f"sharing: {device}")]
-        series: dict[str, list[tuple[int, float, float | None]]] = {}
-        for r in group:
-            series.setdefault(_family(r.case), []).append(
-                (r.case.tenants, float(r.info["stp"]), r.info.get("worst_slowdown"))
-            )
-        out.append(Svg(charts.sharing(series, f"Sharing {device}: STP and worst slowdown against N")))
+        out.append(Para(device))
+        copies = [r for r in group if not r.case.neighbour]
+        if copies:
+            out.append(Table(HEADERS, [_row(r) for r in copies], label=f"sharing: {device}"))
+            series: dict[str, list[tuple[int, float, float | None]]] = {}
+            for r in copies:
+                series.setdefault(_family(r.case), []).append(
+                    (r.case.tenants, float(r.info["stp"]), r.info.get("worst_slowdown"))
+                )
+            out.append(Svg(charts.sharing(series, f"Sharing {device}: STP and worst slowdown against N")))
+        mixed = [r for r in group if r.case.neighbour]
+        if mixed:
+            out.append(Table(MIX_HEADERS, [_mix_row(r) for r in mixed], label=f"beside a noisy neighbour: {device}"))
     return out
+
+
+MIX_HEADERS = [
+    "latency case",
+    "beside",
+    "p50 ms alone",
+    "p50 ms beside",
+    "p99 ms alone",
+    "p99 ms beside",
+    "p99 inflation",
+    "neighbour samples/s",
+    "verdict",
+]
+
+
+def _mix_row(rec: CaseRecord) -> list:
+    e = rec.info
+
+    def ms(k: str) -> Cell:
+        return num(e[k] * 1e3 if e.get(k) is not None else None, "{:.3g}")
+
+    return [
+        Cell(rec.id),
+        Cell(rec.case.neighbour),
+        ms("alone_latency_p50_s"),
+        ms("latency_p50_s"),
+        ms("alone_latency_p99_s"),
+        ms("latency_p99_s"),
+        num(e.get("latency_p99_inflation"), "{:.2f}x"),
+        num(e.get("neighbour_samples_per_s")),
+        Cell(e.get("sharing_verdict") or ""),
+    ]
 
 
 def markdown(doc: dict) -> list[str]:
