@@ -31,7 +31,10 @@ def test_serve_on_the_cpu_finds_a_rate_under_the_capacity_with_p99_under_the_slo
     assert 0 < e["harness_floor_p99_ms"] < 10.0 / serve.FLOOR_SLOS  # the machine can resolve a 10 ms SLO
     assert e["buckets"] == [1, 2, 4, 8, 16, 32, 64] and set(e["service_ms"]) == {"1", "2", "4", "8", "16", "32", "64"}
     if e["max_rate_at_slo"] is None:  # a loaded CI machine may fail every rate: then it must say why
-        assert e["serve_reason"].startswith("no rate passes"), e["serve_reason"]
+        # (every rate failed, or each pass failed its rerun: both said, neither a number)
+        assert e["serve_reason"].startswith("no rate passes") or "failed its rerun" in e["serve_reason"], e[
+            "serve_reason"
+        ]
     else:
         assert 0 < e["max_rate_at_slo"] < e["capacity_rate"]
         assert e["serve_p50_ms"] <= e["serve_p99_ms"] <= 10.0

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench import worker
+from bench import loop, worker
 from bench.backends.base import Backend
 from bench.cases import Case
 from bench.loop import Probe
@@ -66,7 +66,7 @@ def _worker(be: Recorder) -> worker.WorkerSession:
 
     def timed(case, built, benchmark):
         be.held = max(be.held, 1000)  # the steady state holds the same working set
-        return worker.Timed(1, 6, (1.0,) * 6, None, None)
+        return loop.Timed(1, 6, (1.0,) * 6, None, None)
 
     w._timed = timed
     w._after = lambda case, built, last, rate=None: {}
