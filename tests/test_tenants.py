@@ -267,3 +267,23 @@ def test_the_mix_needs_training_cases_and_follows_each_one():
     assert tenants.parse("2,mix,4") == ((2, 4), True) and tenants.parse("mix") == ((), True)
     with pytest.raises(ValueError, match="counts from 2"):
         tenants.parse("1,mix")
+
+
+def test_the_sharing_section_escapes_the_gpu_name_and_shows_both_tables(tmp_path):
+    sys.path.insert(0, str(Path(__file__).parent / "data"))
+    import make_samples
+
+    from bench.report.render import render
+
+    doc = make_samples.hostile()
+    gpu = doc["machine_info"]["accelbench"]["gpus"][0]["name"]
+    t2 = Case("mlp", "train", "gpu", 1, False, "tf32", False, 1024, tenants=2)
+    storage.add_record(doc, make_samples.tenant_record(t2, 150000.0, [0.6, 0.5], gpu, "hostile-run"))
+    storage.add_record(
+        doc, make_samples.tenant_record(t2.related(tenants=1).mix(), 500.0, [0.5, 0.9], gpu, "hostile-run")
+    )
+    html = (render([doc], tmp_path / "r") / "index.html").read_text()
+    section = html.split("<h2>Sharing one device</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "<script>" not in section and "&lt;script&gt;" in section
+    assert "STP 1.10, each up to 2x slower" in section and "beside train at batch 1024 (2x)" in section
+    assert section.count("<table") == 2 and section.count("<svg") == 1  # the mix has no STP to chart

@@ -60,6 +60,8 @@ def build(out: Path, results: Path | None = None) -> list[Path]:
     for n, shares in ((2, [0.62, 0.58]), (4, [0.3, 0.28, 0.27, 0.2])):  # the sharing table and chart
         t = Case("mlp", "train", "gpu", 1, False, "tf32", False, 1024, tenants=n)
         storage.add_record(a100, make_samples.tenant_record(t, 150000.0, shares, make_samples.A100, "a100-run"))
+    mix = Case("mlp", "train", "gpu", 1, False, "tf32", False, 1024).mix()  # the noisy-neighbour table
+    storage.add_record(a100, make_samples.tenant_record(mix, 2000.0, [0.5, 0.9], make_samples.A100, "a100-run"))
     render([a100], out / "report-a100")
     if results is not None:
         render([storage.load(results)], out / "report-fresh")
