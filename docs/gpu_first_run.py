@@ -11,6 +11,7 @@ its own verdict. What it leaves in OUT_DIR:
   TensorFlow too where installed) that ``accelbench report`` reads like any run;
 - ``check.json``: ``accelbench devices --check --json`` (every path, the NVML window under a load);
 - ``nvml.json``: ``docs/gpu_nvml_check.py`` (the energy counter's step, the old 1 s idle method);
+- ``tenants/*.json``: two tenants of the smoke MLP and its batch-1 inference beside its training (issue 18);
 - ``summary.json`` and stdout: one verdict per finding, "fixed", "NOT FIXED" or "not checkable
   here" with why, and the figures behind it.
 
@@ -101,6 +102,10 @@ def main() -> int:
         nv_rc, _ = step(
             "nvml", [py, str(ROOT / "docs" / "gpu_nvml_check.py"), str(out / "nvml.json")], left(90), out / "nvml.log"
         )
+    ten = [py, "-m", "bench", "run", "--profile", "smoke", "--workloads", "mlp", "--modes", "train",
+           "--devices", "cpu" if smoke else "gpu:1", "--precisions", "fp32", "--backend", "tensorflow" if tf else "jax",
+           "--tenants", "2,mix", "-k", "t2 or beside", "--results-dir", str(out / "tenants"), "--no-report"]  # fmt: skip
+    step("tenants", ten, left(200), out / "tenants.log")  # last: it takes what time is left
     docs = [json.loads(p.read_text()) for p in sorted((out / "results").glob("*.json"))]
     summary = {
         "machine": "cpu smoke" if smoke else "gpu",
@@ -113,6 +118,7 @@ def main() -> int:
             "7": f7(check, smoke),
             "10": f10(docs, smoke),
             "energy counter": energy(out / "nvml.json", nv_rc, smoke),
+            "tenants": tenants(out / "tenants", smoke),
         },
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
@@ -230,3 +236,25 @@ def energy(path: Path, rc: int | None, smoke: bool) -> dict:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def tenants(folder: Path, smoke: bool) -> dict:
+    """Issue 18 on a real device: 2 tenants and the mix ran, the mode was read, NVML listed each tenant's memory."""
+    recs = [
+        b["extra_info"]
+        for p in sorted(folder.glob("*.json"))
+        for b in json.loads(p.read_text()).get("benchmarks", [])
+        if int(b["extra_info"].get("tenants") or 1) > 1
+    ]
+    if not recs:
+        return {"verdict": "NOT RUN", "why": f"no tenant case recorded (see {folder.parent / 'tenants.log'})"}
+    keys = ("status", "reason", "sharing_mode", "stp", "worst_slowdown", "fairness", "tenant_samples_per_s")
+    keys += ("alone_samples_per_s", "tenant_gpu_mem_bytes", "tenant_memory_cap_bytes", "latency_p99_inflation")
+    figures = {e["case_id"]: {k: e.get(k) for k in keys if e.get(k) is not None} for e in recs}
+    ok = all(e.get("status") == "ok" for e in recs)
+    if not smoke:  # on a GPU: time-slicing or MPS, and NVML saw every tenant's process
+        ok = ok and all(
+            e.get("sharing_mode") in ("time-slicing", "mps") and None not in (e.get("tenant_gpu_mem_bytes") or [None])
+            for e in recs
+        )
+    return {"verdict": "ran" if ok else "CHECK", "why": json.dumps(figures, default=str)[:1500]}

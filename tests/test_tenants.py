@@ -72,10 +72,10 @@ def test_a_device_that_serialises_the_tenants_gives_stp_1_and_each_n_times_slowe
 def test_a_tenant_that_starts_late_shrinks_the_shared_window(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_TENANT", "late:2")
     rec, _ = run(tmp_path, 2)
-    window = rec.info["shared_window_s"]
-    monkeypatch.delenv("FAKE_TENANT")
-    on_time, _ = run(tmp_path / "again", 2)
-    assert rec.ok and window < on_time.info["shared_window_s"] - 0.2
+    from bench.profiles import PROFILES
+
+    # on time, the window is the tenants' whole window (their last round ends past it); 0.4 s late, 0.4 s less
+    assert rec.ok and rec.info["shared_window_s"] < PROFILES["smoke"].case_budget_s - 0.2
 
 
 def test_a_dying_tenant_costs_its_case_only_and_leaves_no_process(tmp_path, monkeypatch):
@@ -89,6 +89,7 @@ def test_a_dying_tenant_costs_its_case_only_and_leaves_no_process(tmp_path, monk
         devices=("cpu",),
         precisions=("fp32",),
         tenants=(2,),
+        keyword="t2",  # the tenant cases only
     )
     path = runner.Run.new(opts, CPU, tmp_path, ["run"]).execute()
     got = {r.case.workload: r for r in storage.case_records(storage.load(path)) if r.case.tenants > 1}
