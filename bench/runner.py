@@ -11,8 +11,6 @@ name its phase) within the profile's bound is killed and its case recorded as ``
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,10 +34,10 @@ from bench.watchdog import (
     STALLS_IN_A_ROW,
     ClusterFailed,
     WorkerEnd,
-    die_with_parent,
     kill_worker,
     log_tail,
     multi_gpu,
+    start_worker,
 )
 from workloads import WORKLOADS
 
@@ -317,8 +315,7 @@ class Run:
         """A tenant case (bench.tenant_run): its record, or its failure as data."""
         key = group_key(case)
         plan = self._plan_for(key, [case], idle, ())
-        env = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-        env.update(backends.worker_env(key[3], key[0], plan.gpu))
+        env = backends.worker_env(key[3], key[0], plan.gpu)
         logdir = self.path.with_suffix(".logs")
         logdir.mkdir(parents=True, exist_ok=True)
         if bar is not None:
@@ -392,40 +389,31 @@ class Run:
         self, plan_path: Path, spool: Path, log: Path, remaining: list[Case], bar, worker_env: Mapping[str, str]
     ) -> WorkerEnd:
         """Run one worker with its backend's environment; merge its records as they arrive; kill it when it stalls."""
-        env = dict(os.environ, **worker_env, PYTHONUNBUFFERED="1")
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        env = dict(worker_env)
         if self.cluster:
             env["TF_CONFIG"] = self.cluster.tf_config()  # one code path for every launcher
         end = WorkerEnd()
-        with open(log, "w") as logf:
-            proc = subprocess.Popen(
-                [*WORKER, str(plan_path), str(spool)],
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                preexec_fn=die_with_parent,
-            )
-            offset, last = 0, time.monotonic()
-            try:
-                while True:
-                    rc = proc.poll()
-                    new = self._merge(spool, offset, remaining, bar, end)
-                    if new != offset:
-                        offset, last = new, time.monotonic()
-                    if rc is not None:
-                        self._merge(spool, offset, remaining, bar, end)
-                        end.rc = rc
-                        return end
-                    if time.monotonic() - last > self.opts.stall_s:
-                        end.stalled, end.pid = True, proc.pid
-                        end.rc = kill_worker(proc)
-                        end.unkillable = end.rc is None
-                        return end
-                    time.sleep(0.2)
-            except BaseException:
-                kill_worker(proc)
-                raise
+        proc = start_worker(WORKER, plan_path, spool, log, env)
+        offset, last = 0, time.monotonic()
+        try:
+            while True:
+                rc = proc.poll()
+                new = self._merge(spool, offset, remaining, bar, end)
+                if new != offset:
+                    offset, last = new, time.monotonic()
+                if rc is not None:
+                    self._merge(spool, offset, remaining, bar, end)
+                    end.rc = rc
+                    return end
+                if time.monotonic() - last > self.opts.stall_s:
+                    end.stalled, end.pid = True, proc.pid
+                    end.rc = kill_worker(proc)
+                    end.unkillable = end.rc is None
+                    return end
+                time.sleep(0.2)
+        except BaseException:
+            kill_worker(proc)
+            raise
 
     def _merge(self, spool: Path, offset: int, remaining: list[Case], bar, end: WorkerEnd) -> int:
         messages, offset = protocol.read_new(spool, offset)

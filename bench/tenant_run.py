@@ -23,7 +23,7 @@ from bench import loop, protocol, tenants
 from bench.backends import MEM_FRACTION_VARS
 from bench.cases import Case
 from bench.protocol import WorkerPlan
-from bench.watchdog import die_with_parent, kill_worker, log_tail
+from bench.watchdog import kill_worker, log_tail, start_worker
 
 
 @dataclass
@@ -72,7 +72,6 @@ def run_group(
     stall_s: float,
     window_s: float,
     observe: Callable[[list[int]], dict] | None = None,
-    worker: list[str] | None = None,
 ) -> Outcome:
     """A worker per plan (each one case), started together after each is ready; their records, or why not."""
     from bench.runner import WORKER
@@ -80,7 +79,7 @@ def run_group(
     n = len(plans)
     with tempfile.TemporaryDirectory() as d:
         go = Path(d) / "go"
-        group = [_launch(p, i, n, Path(d), go, logs, env, window_s, worker or WORKER) for i, p in enumerate(plans)]
+        group = [_launch(p, i, n, Path(d), go, logs, env, window_s, WORKER) for i, p in enumerate(plans)]
         try:
             return _watch(group, go, stall_s, window_s, observe)
         finally:
@@ -90,22 +89,22 @@ def run_group(
 
 
 def _launch(
-    plan: WorkerPlan, i: int, n: int, d: Path, go: Path, logs: Path, env: Mapping[str, str], window_s: float, cmd
+    plan: WorkerPlan,
+    i: int,
+    n: int,
+    d: Path,
+    go: Path,
+    logs: Path,
+    env: Mapping[str, str],
+    window_s: float,
+    cmd: list[str],
 ) -> Tenant:
     tenant = {"index": i, "of": n, "go": str(go), "window_s": window_s, **(plan.tenant or {})}
     mine = dataclasses.replace(plan, tenant=tenant)
     path, spool = d / f"plan{i}.json", d / f"spool{i}.jsonl"
     mine.write(path)
     log = logs.with_name(f"{logs.name}-{i}.log") if n > 1 else logs.with_name(f"{logs.name}.log")
-    with open(log, "w") as out:
-        proc = subprocess.Popen(
-            [*cmd, str(path), str(spool)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
-            stdin=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
-        )
+    proc = start_worker(cmd, path, spool, log, env)
     return Tenant(i, proc, spool, log, time.monotonic())
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import records, stats
+from bench import loop, records, stats
 from bench.capability import OK, Support
 from bench.cases import Case
 from bench.devices import Machine
@@ -130,7 +130,10 @@ def combine(
     first = tenants[0]["extra_info"]
     k = int(first["steps_per_round"])
     inside = [t - s for r in per for s, t, _ in r if s >= window[0] and t <= window[1]]
-    thr = stats.throughput(inside, case.global_batch * k * n, k)
+    # each tenant's rounds as one case's: step times under sharing, the rounds' spread (scaled to the aggregate)
+    figures = loop.summarize(case, inside, k)
+    scale = sh.aggregate / figures["samples_per_s"]
+    lo, hi = figures["samples_per_s_ci_low"], figures["samples_per_s_ci_high"]
     info = records.base_info(case, first["run_id"], first.get("flops_per_sample"))
     keep = (
         *("math_mode", "all_reduce", "framework", "devices", "pci_bus_ids", "params", "xla_scope", "compile_s"),
@@ -140,21 +143,13 @@ def combine(
     info.update({key: first[key] for key in keep if key in first})
     power = first.get("power_mean_w")
     peaks = [t["extra_info"].get("device_peak_mem_bytes") for t in tenants]
+    info.update(figures)
     info.update(
         status="ok",
         tenants=n,
         samples_per_s=sh.aggregate,
-        samples_per_s_ci_low=sh.aggregate * thr.ci_low / thr.median if thr.ci_low else None,
-        samples_per_s_ci_high=sh.aggregate * thr.ci_high / thr.median if thr.ci_high else None,
-        step_time_median_s=thr.median_step_s,
-        step_time_p50_s=thr.p50_step_s,
-        step_time_p90_s=thr.p90_step_s,
-        step_time_p99_s=thr.p99_step_s,
-        step_time_min_s=thr.min_step_s,
-        step_time_cv=thr.cv,
-        unstable=thr.unstable,
-        rounds=len(inside),
-        steps_per_round=k,
+        samples_per_s_ci_low=lo * scale if lo is not None else None,
+        samples_per_s_ci_high=hi * scale if hi is not None else None,
         shared_window_s=window[1] - window[0],
         tenant_samples_per_s=list(sh.shared),
         tenant_slowdown=[alone_rate / r if r else None for r in sh.shared],

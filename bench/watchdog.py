@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +59,27 @@ def kill_worker(proc: subprocess.Popen) -> int | None:
         return proc.wait(timeout=KILL_WAIT_S)
     except subprocess.TimeoutExpired:
         return None
+
+
+def start_worker(
+    cmd: Sequence[str], plan: Path, spool: Path, log: Path, worker_env: Mapping[str, str]
+) -> subprocess.Popen:
+    """Start ``cmd PLAN SPOOL`` with this environment and ``worker_env`` over it, its output into ``log``.
+
+    Unbuffered, TensorFlow's C++ log quiet unless asked for, no stdin, in its own process group,
+    dying with the parent (:func:`die_with_parent`).
+    """
+    env = dict(os.environ, **worker_env, PYTHONUNBUFFERED="1")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            [*cmd, str(plan), str(spool)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+        )
 
 
 def die_with_parent() -> None:

@@ -292,7 +292,8 @@ class WorkerSession:
             done[0] += 1
             self.heartbeat(cid, f"round {done[0]} of {rounds}")
 
-        tenant, stamps = self.plan.tenant, tuple[tuple[float, float], ...]()
+        tenant = self.plan.tenant
+        stamps: tuple[tuple[float, float], ...] = ()
         k = int(tenant.get("k") or k) if tenant else k  # a latency tenant: one request per round
         if tenant:  # calibrated alone; all tenants start together on the parent's signal
             self.loop.wait_for_start(tenant["go"], lambda phase: self.heartbeat(cid, phase))

@@ -222,23 +222,19 @@ class FakeNVML(types.SimpleNamespace):
         g = self._gpu(h)
         return [int(g.mig), int(g.mig)]
 
-    def nvmlDeviceGetComputeRunningProcesses(self, h):
-        g = self._gpu(h, "processes")
+    def _processes(self, pids, used):
         out = []
-        for pid in g.compute_pids:
+        for pid in pids:
             info = pynvml.c_nvmlProcessInfo_v3_t()
-            info.pid, info.usedGpuMemory = pid, 2**30
+            info.pid, info.usedGpuMemory = pid, used
             out.append(info)
         return out
 
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return self._processes(self._gpu(h, "processes").compute_pids, 2**30)
+
     def nvmlDeviceGetMPSComputeRunningProcesses(self, h):
-        g = self._gpu(h, "processes")
-        out = []
-        for pid in g.mps_pids:
-            info = pynvml.c_nvmlProcessInfo_v3_t()
-            info.pid, info.usedGpuMemory = pid, 2**29
-            out.append(info)
-        return out
+        return self._processes(self._gpu(h, "processes").mps_pids, 2**29)
 
     def nvmlDeviceGetEnforcedPowerLimit(self, h):
         return self._gpu(h).limit_mw

@@ -198,13 +198,13 @@ def test_a_worker_that_ignores_sigkill_costs_a_bounded_wait_and_the_run_goes_on(
     monkeypatch.setattr(watchdog.os, "killpg", lambda pid, sig: None)
     monkeypatch.setattr(watchdog.subprocess.Popen, "kill", lambda self: None)
     left: list = []
-    real_popen = runner.subprocess.Popen
+    real_popen = watchdog.subprocess.Popen
 
     def popen(*a, **kw):  # remember every process (workers, git), to end the workers for real afterwards
         left.append(real_popen(*a, **kw))
         return left[-1]
 
-    monkeypatch.setattr(runner.subprocess, "Popen", popen)
+    monkeypatch.setattr(watchdog.subprocess, "Popen", popen)
     opts = dataclasses.replace(TWO_WORKLOADS, stall_timeout_s=2.0)
     t0 = time.monotonic()
     try:

@@ -25,16 +25,18 @@ def fake_tenant(monkeypatch):
     monkeypatch.delenv("FAKE_TENANT", raising=False)
 
 
-def run(tmp_path, n=3, stall=None):
+def run(tmp_path, n=3, stall=None, mix=False):
+    """One tenant case of the smoke MLP's training on the CPU (``mix``: its batch-1 inference beside it)."""
     opts = RunOptions(
         profile="smoke",
         workloads=("mlp",),
         modes=("train",),
         devices=("cpu",),
         precisions=("fp32",),
-        tenants=(n,),
+        tenants=() if mix else (n,),
+        tenant_mix=mix,
         stall_timeout_s=stall,
-        keyword=f"t{n}",
+        keyword="beside" if mix else f"t{n}",
     )
     path = runner.Run.new(opts, CPU, tmp_path, ["run"]).execute()
     (rec,) = storage.case_records(storage.load(path))
@@ -218,27 +220,12 @@ def test_the_memory_cap_reaches_the_worker_plan_and_the_jax_environment(monkeypa
     assert env["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.2250"
 
 
-def _mix_run(tmp_path):
-    opts = RunOptions(
-        profile="smoke",
-        workloads=("mlp",),
-        modes=("train",),
-        devices=("cpu",),
-        precisions=("fp32",),
-        tenant_mix=True,
-        keyword="beside",
-    )
-    path = runner.Run.new(opts, CPU, tmp_path, ["run"]).execute()
-    (rec,) = storage.case_records(storage.load(path))
-    return rec
-
-
 @pytest.mark.parametrize(("mode", "low", "high"), [("", 0.5, 2.0), ("serial", 1.3, 100.0)])
 def test_the_mix_measures_a_latency_tenant_alone_and_beside_its_training_neighbour(
     tmp_path, monkeypatch, mode, low, high
 ):
     monkeypatch.setenv("FAKE_TENANT", mode)
-    rec = _mix_run(tmp_path)
+    rec, _ = run(tmp_path, mix=True)
     e = rec.info
     assert rec.ok and rec.id == "mlp-infer-cpu-fp32-b1-beside-train-b64", rec.reason
     assert rec.case.neighbour_case().id == "mlp-train-cpu-fp32-b64"
