@@ -56,6 +56,9 @@ FIGURE_COLUMNS = [
     "device_peak_mem_bytes",
     "host_peak_rss_bytes",
     # beyond the contract
+    "model_flops_per_sample",  # the 3 x forward convention (flops_per_sample is as executed)
+    "hlo_dot_flops_per_step",  # dots and convolutions of the JAX step's HLO (bench.hlo_flops)
+    "probe_n",  # the matmul probe's size, which its peak depends on
     "step_time_min_s",
     "step_time_p50_s",
     "step_time_p99_s",
@@ -134,6 +137,8 @@ TELEMETRY_COLUMNS = [
     "cpu_energy_reason",
     "process_cpu_util_pct",
     "energy_source",
+    "energy_reason",  # why a GPU case has no energy (a window too short for the counter and no power samples)
+    "power_limit_w",  # the GPUs' enforced power limits, summed
     "telemetry_window_s",
     "clock_events_info",
     # the busy-machine witness: other processes' share of all cores during the timed rounds,

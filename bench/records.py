@@ -4,19 +4,36 @@ from __future__ import annotations
 
 from bench import storage
 from bench.cases import Case
+from workloads import WORKLOADS
 
 
-def base_info(case: Case, run_id: str, flops_per_sample: int | None = None) -> dict:
-    """The ``extra_info`` every record starts from: case fields, id, batch sizes."""
+def base_info(
+    case: Case, run_id: str, flops_per_sample: int | None = None, model_flops_per_sample: int | None = None
+) -> dict:
+    """The ``extra_info`` every record starts from: case fields, id, batch sizes, FLOPs per sample.
+
+    ``flops_per_sample``: as executed (training without the data input's gradient);
+    ``model_flops_per_sample``: the 3 x forward convention of MFU papers (``workloads.base``).
+    """
     return {
         "case_id": case.id,
         "run_id": run_id,
         **case.to_dict(),
         "global_batch": case.global_batch,
         "flops_per_sample": flops_per_sample,
+        "model_flops_per_sample": model_flops_per_sample,
         "status": None,
         "reason": "",
     }
+
+
+def case_info(case: Case, run_id: str, profile: str) -> dict:
+    """``base_info`` with the workload's FLOP counts at the profile's size."""
+    w = WORKLOADS[case.workload]
+    size = w.size(profile)
+    return base_info(
+        case, run_id, w.flops_per_sample(size, case.step_mode), w.model_flops_per_sample(size, case.step_mode)
+    )
 
 
 def unmeasured(case: Case, info: dict) -> dict:

@@ -39,7 +39,6 @@ from bench.watchdog import (
     multi_gpu,
     start_worker,
 )
-from workloads import WORKLOADS
 
 WORKER = [sys.executable, "-m", "bench.worker"]  # + PLAN SPOOL
 # (device config, TF32 on GPUs, XLA, backend, the case for a one-case worker or "")
@@ -66,11 +65,6 @@ def group_label(key: GroupKey) -> str:
     if backend != "tensorflow":
         return f"{label}-{backend}"
     return label + ("-xla" if xla else "")
-
-
-def _info_for(case: Case, run_id: str, profile: str) -> dict:
-    w = WORKLOADS[case.workload]
-    return records.base_info(case, run_id, w.flops_per_sample(w.size(profile), case.step_mode))
 
 
 class Run:
@@ -177,7 +171,7 @@ class Run:
             if case.id in done:
                 continue
             if not sup.supported:
-                info = _info_for(case, self.run_id, self.opts.profile)
+                info = records.case_info(case, self.run_id, self.opts.profile)
                 info.update(status="unsupported", reason=sup.reason)
                 storage.add_record(self.doc, records.unmeasured(case, info))
             else:
@@ -324,7 +318,7 @@ class Run:
             case, plan, env, logdir, self.opts.stall_s, self.opts.timing.case_budget_s
         )
         if rec is None:
-            info = _info_for(case, self.run_id, self.opts.profile)
+            info = records.case_info(case, self.run_id, self.opts.profile)
             info.update(status=status, reason=reason)
             rec = records.unmeasured(case, info)
         storage.add_record(self.doc, rec)
@@ -347,7 +341,7 @@ class Run:
     def _give_up(self, remaining: list[Case], stalls: int, end: WorkerEnd, log: Path, bar) -> None:
         """A hang that persists: record the rest of the group as timeout instead of one stall bound each."""
         for case in remaining:
-            info = _info_for(case, self.run_id, self.opts.profile)
+            info = records.case_info(case, self.run_id, self.opts.profile)
             info.update(
                 status="timeout",
                 reason=(
@@ -362,7 +356,7 @@ class Run:
         self._save()
 
     def _casualty(self, case: Case, end: WorkerEnd, log: Path) -> dict:
-        info = _info_for(case, self.run_id, self.opts.profile)
+        info = records.case_info(case, self.run_id, self.opts.profile)
         tail = log_tail(log)
         if end.stalled:
             info.update(

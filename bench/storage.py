@@ -29,13 +29,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from bench import upgrades
 from bench.cases import Case
 from bench.columns import BOOL_COLUMNS, COLUMN_DEFAULTS, COLUMNS, LIST_COLUMNS
 from bench.errors import UserError
 
 SUITE_NODE = "bench/suite.py::test_case"
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$")  # run ids name files: plain names only
 FORMAT = "accelbench-results"
 
@@ -82,8 +83,24 @@ def _update_to_2(doc: dict) -> dict:
     return doc
 
 
+def _update_to_3(doc: dict) -> dict:
+    """Schema 2 -> 3: FLOPs as executed, GPU cost analysis renamed, short-window energy from instant power.
+
+    Training FLOPs become the executed count (the old 3 x forward kept as model FLOPs); XLA's cost analysis of a GPU step, which misses the library calls, is no longer a FLOP column;
+    energy read from the counter over a window too short for it comes from the instant-power trace
+    (each step in ``bench.upgrades``).
+    """
+    profile = (doc.get("run") or {}).get("profile")
+    for r in records(doc):
+        e = r.get("extra_info") or {}
+        upgrades.gpu_cost_analysis(e)
+        upgrades.short_window_energy(e)
+        upgrades.executed_flops(e, profile)
+    return doc
+
+
 # Version N -> ``update_to_{N+1}`` lifting a document from N to N+1; chained by ``load``.
-MIGRATIONS: dict[int, Callable[[dict], dict]] = {1: _update_to_2}
+MIGRATIONS: dict[int, Callable[[dict], dict]] = {1: _update_to_2, 2: _update_to_3}
 
 
 def new_document(run: dict, machine_info: dict, commit_info: dict, datetime_iso: str, version: str) -> dict:

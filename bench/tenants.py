@@ -134,7 +134,7 @@ def combine(
     figures = loop.summarize(case, inside, k)
     scale = sh.aggregate / figures["samples_per_s"]
     lo, hi = figures["samples_per_s_ci_low"], figures["samples_per_s_ci_high"]
-    info = records.base_info(case, first["run_id"], first.get("flops_per_sample"))
+    info = records.base_info(case, first["run_id"], first.get("flops_per_sample"), first.get("model_flops_per_sample"))
     keep = (
         *("math_mode", "all_reduce", "framework", "devices", "pci_bus_ids", "params", "xla_scope", "compile_s"),
         *("peak_tflops_per_device", "peak_tflops_measured", "probe_n", "probe_dtype"),
@@ -226,7 +226,7 @@ def _mix(
         )
     p50, p99 = stats.percentile(lat, 50), stats.percentile(lat, 99)
     a50, a99 = stats.percentile(solo, 50), stats.percentile(solo, 99)
-    info = records.base_info(case, first["run_id"], first.get("flops_per_sample"))
+    info = records.base_info(case, first["run_id"], first.get("flops_per_sample"), first.get("model_flops_per_sample"))
     info.update(
         {k: first[k] for k in ("math_mode", "framework", "devices", "pci_bus_ids", "params", "compile_s") if k in first}
     )

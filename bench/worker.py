@@ -123,15 +123,13 @@ class WorkerSession:
         import pytest
 
         from bench import records
-        from workloads import WORKLOADS
 
         if case_id in self.skip:
             self.spool.send(protocol.Skipped(case_id))
             pytest.skip("measured in an earlier attempt of this run")
         case = self.cases[case_id]
         started = time.perf_counter()
-        w = WORKLOADS[case.workload]
-        info = records.base_info(case, self.plan.run_id, w.flops_per_sample(w.size(self.plan.profile), case.step_mode))
+        info = records.case_info(case, self.plan.run_id, self.plan.profile)
         if self.setup_error:
             info.update(status="error", reason=self.setup_error)
             self.spool.send(protocol.Record(records.unmeasured(case, info)))

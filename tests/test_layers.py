@@ -33,11 +33,13 @@ FLOORS = {
     "bench.report.published": 0,
     "bench.history.changepoints": 0,
     "bench.jaxprobe": 0,
+    "bench.hlo_flops": 0,
     "bench.tfprobe": 0,
     "bench.suite": 0,
     "bench": 0,  # the package itself (its version)
     # 1: the results format, the worker contract, telemetry, the machine and the plan
     "bench.storage": 1,
+    "bench.upgrades": 1,
     "bench.records": 1,
     "bench.protocol": 1,
     "bench.loop": 1,

@@ -1,5 +1,6 @@
 """Reports rendered from sample results files kept in tests/data (hand-made 8-GPU runs)."""
 
+import copy
 import json
 import re
 import subprocess
@@ -11,7 +12,8 @@ import pytest
 from conftest import DATA
 
 from bench import storage
-from bench.report import analysis, console
+from bench.report import analysis, console, sections
+from bench.report.html import Cell, Table
 from bench.report.render import html_report, markdown_report, regressions, render
 
 GPU8 = DATA / "gpu8.json"
@@ -29,7 +31,7 @@ def test_headline_speedups_of_the_8_gpu_sample():
     h = {(x["workload"], x["mode"]): x for x in analysis.headline(run)}
     cnn = h[("cnn", "train")]
     assert cnn["best_case"] == "cnn-train-gpu8-mixed_float16-b256"
-    assert cnn["gpu1_fp32"].value == pytest.approx(900 / 22, rel=0.02)
+    assert cnn["gpu1_fp32"][1].value == pytest.approx(900 / 22, rel=0.02)
     assert cnn["multi_best"][0] == "cnn-train-gpu8-mixed_float16-b256"
     assert not cnn["speedup"].spans_one
 
@@ -90,10 +92,93 @@ def test_failed_cases_are_listed_with_reasons_and_never_plotted(gpu8_html):
 def test_missing_telemetry_reads_not_measured_never_zero():
     doc = storage.load(GPU8)
     html = html_report([doc])
-    row = re.search(r"<tr><td>cnn-train-cpu-fp32-b256</td><td class=\"na\" colspan=\"7\">(.*?)</td></tr>", html).group(
-        1
+    energy = html.split("<h2>Energy and power")[1].split("</table>")[0]
+    # the CPU cases say one thing: one row for all of them, naming each
+    (row,) = re.findall(r"<tr><td>(\d+ cases.*?)</td><td class=\"na\" colspan=\"9\">(.*?)</td></tr>", energy)
+    assert "cnn-train-cpu-fp32-b256" in row[0] and "not measured (unavailable: CPU case" in row[1]
+
+
+H200 = DATA / "h200"
+
+
+@pytest.fixture(scope="module")
+def h200_runs():
+    return {p.stem: storage.load(p) for p in sorted(H200.glob("*.json")) if p.stem not in ("nvml", "pytorch-peer")}
+
+
+def test_h200_headlines_have_a_number_in_every_row_with_a_measured_case(h200_runs):
+    """The real H200 files: JAX's one-GPU fp32 case fills its column; a run without a CPU case shows absolute
+    figures; a run stopped part-way says "not run" and makes no claim a missing case could change."""
+    std = analysis.load_run(h200_runs["standard-gpu1"])
+    h = {(x["workload"], x["mode"]): x for x in analysis.headline(std)}
+    assert h[("mlp", "train")]["gpu1_fp32"][0] == "mlp-train-gpu1-jax-fp32-b1024"
+    assert not h[("mlp", "train")]["baseline_measured"]
+    cells = sections.headline([std])
+    text = " ".join(
+        str(c.text) + " " + str(c.below or "")
+        for t in cells
+        if isinstance(t, Table)
+        for r in t.rows
+        for c in r
+        if isinstance(c, Cell)
     )
-    assert "not measured (unavailable: CPU case" in row
+    assert "831,000 samples/s" in text and "4,910 samples/s" in text and "120,000/s" in text
+    smoke = analysis.load_run(h200_runs["smoke-cpu-and-gpu1"])
+    hs = {(x["workload"], x["mode"]): x for x in analysis.headline(smoke)}
+    assert hs[("mlp", "train")]["gpu1_fp32"][1].value > 1
+    assert hs[("cnn", "train")]["gpu_not_run"] and analysis.geomean_headline(smoke)[0] is None
+    (table,) = [t for t in sections.headline([smoke]) if isinstance(t, Table)]
+    cnn = next(r for r in table.rows if r[0].text == "cnn" and r[1].text == "train")
+    assert [c.text for c in cnn[2:5]] == ["not run", "not run", "not planned"]
+    assert "fastest" not in str(cnn[5].below) and "did not run" in str(cnn[5].below)
+    for name, doc in h200_runs.items():
+        for x in analysis.headline(analysis.load_run(doc)):
+            assert x["samples_per_s"] > 0, name
+
+
+def test_h200_energy_never_shows_a_mean_above_the_maximum(h200_runs):
+    """The smoke GPU windows (0.44-0.61 s, under ten counter steps) take their energy from the instant
+    power; no row anywhere has mean W above max W; the power limit is shown beside the max."""
+    for name, doc in h200_runs.items():
+        for e in (r["extra_info"] for r in storage.records(doc)):
+            if e.get("power_mean_w") is not None and e.get("power_max_w") is not None:
+                assert e["power_mean_w"] <= e["power_max_w"], (name, e["case_id"])
+            if e.get("energy_source") == "counter":
+                assert e["telemetry_window_s"] >= 1.0, (name, e["case_id"])
+    smoke = [r["extra_info"] for r in storage.records(h200_runs["smoke-cpu-and-gpu1"])]
+    gpu = [e for e in smoke if e["device_kind"] == "gpu"]
+    assert gpu and all(e["energy_source"].startswith("integrated instant power") for e in gpu)
+    html = html_report([h200_runs["smoke-cpu-and-gpu1"]])
+    energy = html.split("<h2>Energy and power")[1].split("</table>")[0]
+    assert "fewer than ten steps of NVML" in energy and energy.count("not measured (") == 1
+    assert '<td class="num">700</td>' in energy  # the enforced power limit
+
+
+def test_h200_memory_headings_name_the_backends_allocator(h200_runs):
+    html = html_report([h200_runs["standard-gpu1"]])
+    mem = html.split("<h2>Memory")[1].split("</table>")[0]
+    assert "JAX peak_bytes_in_use" in mem and "XLA" in mem and "TensorFlow" not in mem
+
+
+def test_h200_fp32_mlp_at_the_probe_peak_is_explained_and_flops_are_executed(h200_runs):
+    e = next(
+        r["extra_info"]
+        for r in storage.records(h200_runs["standard-gpu1"])
+        if r["extra_info"]["case_id"] == "mlp-train-gpu1-jax-fp32-b1024"
+    )
+    assert e["flops_per_sample"] == 393_726_904 and e["model_flops_per_sample"] == 427_281_336
+    assert e["mfu_measured"] == pytest.approx(0.925, abs=0.005)  # was 1.003 with 3 x forward
+    assert "xla_flops_per_device_step" not in e  # XLA's cost analysis misses cuBLAS on GPUs
+    html = html_report([h200_runs["standard-gpu1"]])
+    eff = html.split("<h2>Compute efficiency")[1].split("</section>")[0]
+    assert "probe n=8192" in eff and "executed" in eff and "model FLOPs" in eff
+    # a case at the probe's peak is said to be so (doctored to 100.3%, as the old count read)
+    doc = copy.deepcopy(h200_runs["standard-gpu1"])
+    for r in storage.records(doc):
+        if r["extra_info"]["case_id"] == "mlp-train-gpu1-jax-fp32-b1024":
+            r["extra_info"]["mfu_measured"] = 1.003
+    eff = html_report([doc]).split("<h2>Compute efficiency")[1].split("</section>")[0]
+    assert "at the probe&#39;s peak" in eff and "not a ceiling" in eff and "100.3" not in eff
 
 
 def test_hostile_strings_are_escaped():
@@ -361,7 +446,7 @@ def test_a_cluster_case_counts_every_node_in_datasheet_share_and_cost(tmp_path):
 
     def datasheet_pct(cid):
         return float(
-            re.search(rf"<td>{cid}</td>(?:<td[^>]*>[^<]*</td>){{3}}<td class=\"num\">([\d.]+)</td>", eff).group(1)
+            re.search(rf"<td>{cid}</td>(?:<td[^>]*>.*?</td>){{4}}<td class=\"num\">([\d.]+)</td>", eff).group(1)
         )
 
     assert datasheet_pct("mlp-train-gpu8x2nodes-tf32-b1024") == pytest.approx(

@@ -80,7 +80,7 @@ def test_a_schema_1_file_is_converted_on_read():
     assert raw["schema_version"] == 1
     old = {r["extra_info"]["case_id"]: r for r in raw["benchmarks"]}
     d = storage.load(path)
-    assert d["schema_version"] == storage.SCHEMA_VERSION == 2
+    assert d["schema_version"] == storage.SCHEMA_VERSION == 3
     assert d["benchmarks"] and len(d["benchmarks"]) == len(raw["benchmarks"])
     for r in storage.records(d):
         assert r["fullname"] == f"bench/suite.py::test_case[{r['extra_info']['case_id']}]"

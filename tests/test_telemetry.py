@@ -589,3 +589,14 @@ def test_a_power_that_never_settles_waits_the_limit_and_says_so(fake_nvml, clock
     )
     i = idle_power([g], seconds=5.0, settle_max_s=10.0, clock=clock, sleep=clock.advance)[g.uuid]
     assert i.settle_s == pytest.approx(10.0) and i.settled_by.startswith("time limit")
+
+
+def test_a_window_too_short_for_the_energy_counter_takes_the_instant_power():
+    """NVML's counter moves every ~100 ms: under ten steps it is not printed; the instant samples are."""
+    from bench.telemetry.energy_check import SHORT_WINDOW_SOURCE, window_energy
+
+    trace = [(0.0, 100.0), (0.2, 140.0), (0.4, 140.0)]
+    assert window_energy(75.0, trace, 0.4) == (pytest.approx(52.0), SHORT_WINDOW_SOURCE, None)
+    assert window_energy(1500.0, trace, 10.0) == (1500.0, "counter", None)
+    joules, source, why = window_energy(75.0, [(0.0, 100.0)], 0.4)
+    assert joules is None and source is None and "too short for the counter" in why

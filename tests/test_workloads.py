@@ -37,7 +37,35 @@ def test_analytic_flops_match_tensorflow_profiler(name):
     measured = profiler_flops(w.build(size), (batch, *w.input_shape(size))) / batch
     analytic = w.flops_per_sample(size, "infer")
     assert analytic == pytest.approx(measured, rel=TOLERANCE[name], abs=0 if TOLERANCE[name] else 0.5)
-    assert w.flops_per_sample(size, "train") == 3 * analytic
+    assert w.model_flops_per_sample(size, "train") == 3 * analytic
+    assert w.flops_per_sample(size, "train") == 3 * analytic - w.input_grad_flops(size)
+
+
+def test_training_flops_leave_out_the_data_inputs_gradient():
+    """The issue's figures: the standard MLP executes 427,281,336 - 2 x 4096 x 4096 FLOPs per sample."""
+    mlp = WORKLOADS["mlp"]
+    std = mlp.size("standard")
+    assert mlp.model_flops_per_sample(std, "train") == 427_281_336
+    assert mlp.flops_per_sample(std, "train") == 393_726_904
+    assert mlp.flops_per_sample(std, "infer") == mlp.model_flops_per_sample(std, "infer") == 142_427_112
+
+
+def test_smoke_cnn_training_flops_by_hand():
+    """The smoke CNN counted by hand: 32x32x3 images, a 3x3 stem to 16 channels at stride 1, stage 1 one
+    bottleneck of width 16 (out 64) at 32x32, stage 2 one of width 32 (out 128) at stride 2 (16x16), 10 classes."""
+    mac = (
+        3 * 3 * 3 * 16 * 32 * 32  # stem
+        + (16 * 64 + 16 * 16 + 3 * 3 * 16 * 16 + 16 * 64) * 32 * 32  # s0: projection, a, b, c
+        + 64 * 128 * 16 * 16  # s1 projection (stride 2)
+        + 64 * 32 * 32 * 32  # s1 a (1x1 at 32x32, before the stride)
+        + (3 * 3 * 32 * 32 + 32 * 128) * 16 * 16  # s1 b (stride 2), c
+        + 128 * 10  # logits
+    )
+    forward = 2 * mac + 10  # and the logits' bias
+    stem_input_grad = 2 * 3 * 3 * 3 * 16 * 32 * 32
+    cnn = WORKLOADS["cnn"]
+    assert cnn.forward_flops(cnn.size("smoke")) == forward
+    assert cnn.flops_per_sample(cnn.size("smoke"), "train") == 3 * forward - stem_input_grad
 
 
 def test_standard_cnn_is_resnet50():

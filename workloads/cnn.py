@@ -110,6 +110,12 @@ def forward_flops(size: CNNSize) -> int:
     return total + dense_flops(cin, size.classes)
 
 
+def input_grad_flops(size: CNNSize) -> int:
+    """The stem convolution reads the images: its input gradient (a transposed convolution of its size)."""
+    hw = _out(size.image, size.stem_stride)
+    return 2 * size.stem_kernel**2 * size.channels * size.widths[0] * hw * hw
+
+
 CNN = Workload(
     name="cnn",
     description="residual CNN (ResNet-50 v1.5 at standard), conv-bound",
@@ -119,5 +125,6 @@ CNN = Workload(
     input_shape=lambda s: (s.image, s.image, s.channels),
     num_classes=lambda s: s.classes,
     forward_flops=forward_flops,
+    input_grad_flops=input_grad_flops,
     published_as={p: "resnet50_v1.5" for p, size in SIZES.items() if size == RESNET50},
 )

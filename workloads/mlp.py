@@ -43,6 +43,12 @@ def forward_flops(size: MLPSize) -> int:
     return sum(dense_flops(a, b) for a, b in zip(widths[:-1], widths[1:]))
 
 
+def input_grad_flops(size: MLPSize) -> int:
+    """The first layer's gradient w.r.t. its input (the data): one more matmul of its size."""
+    first = size.hidden[0] if size.hidden else size.classes
+    return 2 * size.features * first
+
+
 MLP = Workload(
     name="mlp",
     description="dense MLP (ReLU), matmul-bound",
@@ -52,4 +58,5 @@ MLP = Workload(
     input_shape=lambda s: (s.features,),
     num_classes=lambda s: s.classes,
     forward_flops=forward_flops,
+    input_grad_flops=input_grad_flops,
 )

@@ -60,6 +60,11 @@ def forward_flops(size: TransformerSize) -> int:
     return size.layers * (projections + attention + feed_forward) + dense_flops(d, size.classes)
 
 
+def input_grad_flops(size: TransformerSize) -> int:
+    """The first block's query, key and value projections read the data: their input gradients."""
+    return 3 * size.seq_len * 2 * size.d_model * size.d_model if size.layers else 2 * size.d_model * size.classes
+
+
 TRANSFORMER = Workload(
     name="transformer",
     description="transformer encoder blocks (BERT-base-sized at standard)",
@@ -69,4 +74,5 @@ TRANSFORMER = Workload(
     input_shape=lambda s: (s.seq_len, s.d_model),
     num_classes=lambda s: s.classes,
     forward_flops=forward_flops,
+    input_grad_flops=input_grad_flops,
 )

@@ -28,6 +28,7 @@ from keras import distribution as kd
 from bench.backends.base import Backend, Step
 from bench.backends.layouts import bias_follows_kernel, layout_for
 from bench.cases import Case, DeviceConfig
+from bench.hlo_flops import dot_conv_flops
 from bench.loop import PROBE_REPS, PlacementError, Probe, best_matmul_rate
 from bench.precision import PrecisionSpec, math_mode
 from workloads import WORKLOADS
@@ -163,7 +164,8 @@ class JaxBackend(Backend):
                 else None
             )
             jitted = jax.jit(fn, donate_argnums=0, out_shardings=(loss_sh, state_sh) if dist else None)
-            compiled = jitted.lower(holder.state, x, y).compile()
+            lowered = jitted.lower(holder.state, x, y)
+            compiled = lowered.compile()
 
             def step() -> Any:
                 loss, holder.state = compiled(holder.state, x, y)
@@ -190,7 +192,8 @@ class JaxBackend(Backend):
             )
         else:
             holder.state = (tv, ntv)
-            compiled = jax.jit(_infer_fn(model)).lower(holder.state, x).compile()
+            lowered = jax.jit(_infer_fn(model)).lower(holder.state, x)
+            compiled = lowered.compile()
 
             def step() -> Any:
                 holder.last = bound(compiled(holder.state, x))
@@ -205,7 +208,7 @@ class JaxBackend(Backend):
             xla_scope="whole step (jax.jit, compiled ahead of time)",
             native=holder,
             compile_s=compile_s,
-            extra={"parallelism": case.parallelism, **_xla_figures(compiled)},
+            extra={"parallelism": case.parallelism, **_xla_figures(lowered, compiled, self.platform)},
         )
 
     def sync(self) -> None:
@@ -352,14 +355,24 @@ def _infer_fn(model: Any) -> Any:
     return infer_step
 
 
-def _xla_figures(compiled: Any) -> dict:
-    """XLA's own FLOP count and buffer sizes of the compiled step (per device under SPMD), where reported."""
+def _xla_figures(lowered: Any, compiled: Any, platform: str) -> dict:
+    """XLA's own FLOP count and buffer sizes of the compiled step, and the dots and convolutions as lowered.
+
+    The cost analysis and buffers are per device under SPMD, where reported; and the dots and convolutions of the step as lowered (the whole step, before any library call
+    replaces them: valid on GPUs, where the cost analysis misses cuBLAS and cuDNN).
+    """
     out: dict = {}
+    try:
+        out["hlo_dot_flops_per_step"] = float(sum(dot_conv_flops(lowered.as_text(dialect="hlo")).values()))
+    except Exception:  # best effort: a text form this parser does not know
+        pass
     try:
         cost = compiled.cost_analysis()
         cost = cost[0] if isinstance(cost, list) else cost
         if cost and cost.get("flops"):
-            out["xla_flops_per_device_step"] = float(cost["flops"])
+            # on GPUs the dots are cuBLAS/cuDNN calls the analysis does not see: not a FLOP count there
+            key = "xla_flops_per_device_step" if platform == "cpu" else "xla_cost_flops_without_library_calls"
+            out[key] = float(cost["flops"])
     except Exception:  # best effort: not every platform and version has it
         pass
     try:

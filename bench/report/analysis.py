@@ -28,6 +28,10 @@ class RunData:
         """The run's id."""
         return self.doc["run"]["id"]
 
+    def samples_median(self, case_id: str) -> float:
+        """The median of a measured case's per-round throughput (samples/s)."""
+        return float(pd.Series(self.samples[case_id]).median())
+
 
 def load_run(doc: dict, label: str | None = None) -> RunData:
     """Tidy table (one row per case, storage.COLUMNS) and samples of a results document."""
@@ -82,33 +86,59 @@ def _best(run: RunData, g: pd.DataFrame) -> tuple[str | None, stats.Ratio | None
     return best["case_id"], ratio(run, best["case_id"], baseline_id(best))
 
 
-def headline(run: RunData) -> list[dict]:
-    """Per workload and mode (at its largest batch), speed-ups over CPU fp32.
+def not_run(run: RunData) -> list[str]:
+    """Planned cases with no record: the run stopped part-way, was killed, or is still running."""
+    recorded = set(run.table["case_id"])
+    return [c for c in run.doc.get("run", {}).get("planned") or [] if c not in recorded]
 
-    ``gpu1_fp32``: one GPU, TF32 off; ``gpu1_best``: (case, ratio) of the best one-GPU case;
-    ``multi_best``: the same over several real GPUs; ``speedup``: the best configuration overall.
+
+def _gpu1_fp32(g: pd.DataFrame) -> pd.DataFrame:
+    """One-GPU fp32 cases of every backend.
+
+    TensorFlow's without XLA where it ran, else any (JAX always compiles with XLA; a TensorFlow run with ``--xla on`` has no XLA-off case).
+    """
+    fp32 = g[(g["device_kind"] == "gpu") & (g["device_count"] == 1) & (g["precision"] == "fp32")]
+    plain = fp32[~fp32["xla"].astype(bool)]
+    return plain if not plain.empty else fp32
+
+
+def headline(run: RunData) -> list[dict]:
+    """Per workload and mode, the best configuration and its speed-ups over CPU fp32.
+
+    At the largest batch of each; serve cases have their own figure (the rate at the SLO).
+
+    ``gpu1_fp32``: (case, ratio) of one GPU in fp32 (TF32 off); ``gpu1_best``: the best one-GPU case;
+    ``multi_best``: the same over several real GPUs; ``speedup``: the best configuration overall;
+    ``baseline_measured``: whether CPU fp32 ran (else the ratios are None and the absolute figures stand);
+    ``not_run``: the workload and mode's planned cases with no record (``gpu_not_run`` those on GPUs).
     """
     # N tenants' aggregate is not a configuration of one job: the sharing section has them
-    t = run.table[(run.table["status"] == "ok") & (run.table["tenants"] == 1)]
+    t = run.table[(run.table["status"] == "ok") & (run.table["tenants"] == 1) & (run.table["mode"] != "serve")]
+    missing = not_run(run)
     out = []
     for (w, mode), g in t.groupby(["workload", "mode"], sort=False):
         g = g[g["per_replica_batch"] == g["per_replica_batch"].max()]
         best_case, best = _best(run, g)
         gpu1 = g[(g["device_kind"] == "gpu") & (g["device_count"] == 1)]
-        fp32 = gpu1[(gpu1["precision"] == "fp32") & (~gpu1["xla"].astype(bool))]
         multi = g[(g["device_kind"] == "gpu") & (g["device_count"] > 1) & (~g["virtual"].astype(bool))]
         row = g[g["case_id"] == best_case].iloc[0]
+        gone = [c for c in missing if c.startswith(f"{w}-{mode}-")]
         out.append(
             {
                 "workload": w,
                 "mode": mode,
                 "best_case": best_case,
                 "baseline_case": baseline_id(row),
+                "baseline_measured": baseline_id(row) in run.samples,
                 "samples_per_s": float(row["samples_per_s"]),
+                "energy_j_per_sample": row.get("energy_j_per_sample"),
+                "best_on_gpu": row["device_kind"] == "gpu",
                 "speedup": best,
-                "gpu1_fp32": _best(run, fp32)[1],
+                "gpu1_fp32": _best(run, _gpu1_fp32(g)),
                 "gpu1_best": _best(run, gpu1),
                 "multi_best": _best(run, multi),
+                "not_run": gone,
+                "gpu_not_run": [c for c in gone if c.split("-")[2].startswith("gpu")],
             }
         )
     return out
@@ -195,10 +225,22 @@ def xla_gains(run: RunData) -> pd.DataFrame:
     return pd.DataFrame(out, columns=["case_id", "vs", "gain", "scope"])
 
 
-def geomean_headline(run: RunData) -> float | None:
-    """Geometric mean, over workloads and modes, of the best configuration's speed-up."""
-    vals = [h["speedup"].value for h in headline(run) if isinstance(h["speedup"], stats.Ratio)]
-    return stats.geomean(vals) if vals else None
+def geomean_headline(run: RunData) -> tuple[float | None, str]:
+    """Geometric mean, over workloads and modes, of the best configuration's speed-up, and what it covers.
+
+    The rows whose best is a GPU where there are any, else the CPU's rows; None with the reason where
+    no row has a ratio, or where planned cases did not run (a missing case could change it).
+    """
+    rows = headline(run)
+    if any(h["not_run"] for h in rows):
+        return None, "not given: planned cases did not run"
+    rated = [h for h in rows if isinstance(h["speedup"], stats.Ratio)]
+    on_gpu = [h for h in rated if h["best_on_gpu"]]
+    if on_gpu:  # never mixed with CPU-only rows
+        return stats.geomean([h["speedup"].value for h in on_gpu]), f"over the {len(on_gpu)} rows whose best is a GPU"
+    if rated:
+        return stats.geomean([h["speedup"].value for h in rated]), f"over {len(rated)} rows, all on the CPU"
+    return None, "no speed-up over CPU fp32 in this run (no CPU fp32 case)"
 
 
 def backend_comparison(run: RunData, pool: dict[str, list[float]] | None = None) -> pd.DataFrame:

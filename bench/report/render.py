@@ -173,8 +173,8 @@ def html_report(
             Section(f"Backends: JAX vs TensorFlow{sfx}", compare.backends(run, pool)),
             Section(f"Model vs data parallel{sfx}", compare.parallelism(run), level=3),
             Section(f"Energy and power{sfx}", resources.energy(run)),
-            Section(f"Memory{sfx}", [resources.memory(run)]),
-            Section(f"Compute efficiency{sfx}", [resources.efficiency(run)]),
+            Section(f"Memory{sfx}", resources.memory(run)),
+            Section(f"Compute efficiency{sfx}", resources.efficiency(run)),
         ]
         if sections.gpu_measured(run):  # a CPU-only run has nothing to hold against GPU figures
             parts.append(Section(f"Against published figures{sfx}", reference.section(run.doc, run.table)))
@@ -217,7 +217,7 @@ def markdown_report(
                 md(h["mode"]),
                 md(h["best_case"]),
                 human(h["samples_per_s"]),
-                "1x (baseline)" if h["best_case"] == h["baseline_case"] else fmt_ratio(h["speedup"]),
+                sections.headline_text(h),
             ]
             for h in analysis.headline(run)
         ]

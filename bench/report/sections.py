@@ -40,35 +40,110 @@ def gpu_measured(run: RunData) -> bool:
     return bool(((t["status"] == "ok") & (t["device_kind"] == "gpu")).any())
 
 
-def _best_cell(h: dict) -> Cell:
-    """The best configuration's speed-up; where CPU fp32 itself is the best, no ratio of it against itself."""
+def _energy(h: dict) -> str:
+    j = h.get("energy_j_per_sample")
+    return f", {human(j)} J/sample" if j is not None and not pd.isna(j) else ""
+
+
+def _absolute(h: dict) -> str:
+    return f"{h['best_case']}: {human(h['samples_per_s'])} samples/s{_energy(h)}"
+
+
+def headline_text(h: dict) -> str:
+    """The best-configuration cell as one line (the Markdown and console reports)."""
+    if not h["baseline_measured"]:
+        return f"{human(h['samples_per_s'])} samples/s{_energy(h)} (no CPU fp32 case: no speed-up)"
     if h["best_case"] == h["baseline_case"]:
+        if h["gpu_not_run"]:
+            return f"1x (baseline; {len(h['gpu_not_run'])} planned GPU case(s) did not run)"
+        return "1x (baseline: CPU fp32 itself is the fastest)"
+    return fmt_ratio(h["speedup"]) + (f" ({len(h['not_run'])} planned cases did not run)" if h["not_run"] else "")
+
+
+# the headline's GPU columns: which planned device labels each one covers
+GPU_COLUMNS = {
+    "gpu1_fp32": lambda dev, cid: dev == "gpu1" and "-fp32-" in cid,
+    "gpu1_best": lambda dev, cid: dev == "gpu1",
+    "multi_best": lambda dev, cid: dev.startswith("gpu") and dev != "gpu1",
+}
+
+
+def _gpu_cell(h: dict, column: str, run: RunData) -> Cell:
+    """A GPU column's speed-up, or what stands in its place.
+
+    Without a CPU fp32 case the case's absolute throughput; "not run" where its planned cases have
+    no record, "not planned" where none was planned.
+    """
+    case, r = h[column]
+    if isinstance(r, stats.Ratio):
+        return _speed_cell(r, case)
+    if case is not None:  # measured, with no CPU fp32 case to hold it against
+        return Cell(f"{human(run.samples_median(case))}/s", cls="num", below=f"{case}; no CPU fp32 case")
+    covers = GPU_COLUMNS[column]
+    if any(covers(c.split("-")[2], c) for c in h["gpu_not_run"]):
+        return na("not run")
+    planned = run.doc.get("run", {}).get("planned") or []
+    prefix = f"{h['workload']}-{h['mode']}-"
+    if planned and not any(c.startswith(prefix) and covers(c.split("-")[2], c) for c in planned):
+        return na("not planned")
+    return na("not measured")
+
+
+def _unstable(run: RunData, *case_ids: str) -> str:
+    """``; baseline unstable (CV 12.3%)`` for each of the cases flagged unstable, as the matrix marks them."""
+    t = run.table.set_index("case_id")
+    out = ""
+    for role, cid in zip(("", "baseline "), case_ids):
+        if cid in t.index and bool(t.at[cid, "unstable"]):
+            out += f"; {role}unstable (CV {100 * float(t.at[cid, 'step_time_cv']):.1f}%)"
+    return out
+
+
+def _best_cell(h: dict, run: RunData) -> Cell:
+    """The best configuration: its speed-up, or its absolute figure where no CPU fp32 case ran.
+
+    Never a claim that a planned case which did not run could change.
+    """
+    if not h["baseline_measured"]:
         return Cell(
-            "1x (baseline)",
+            f"{human(h['samples_per_s'])} samples/s",
             cls="big num",
-            below=f"CPU fp32 itself is the fastest: {h['best_case']}, {human(h['samples_per_s'])} samples/s",
+            below=f"{h['best_case']}{_energy(h)}. No CPU fp32 case in this run, so no speed-up",
         )
-    return _speed_cell(h["speedup"], f"{h['best_case']}: {human(h['samples_per_s'])} samples/s", big=True)
+    if h["best_case"] == h["baseline_case"]:
+        if h["gpu_not_run"]:
+            return Cell(
+                "1x (baseline)",
+                cls="big num",
+                below=f"only the CPU was measured: {len(h['gpu_not_run'])} planned GPU case(s) did not run",
+            )
+        return Cell("1x (baseline)", cls="big num", below=f"CPU fp32 itself is the fastest: {_absolute(h)}")
+    below = _absolute(h) + _unstable(run, h["best_case"], h["baseline_case"])
+    if h["not_run"]:
+        below += f"; of the cases measured ({len(h['not_run'])} planned did not run)"
+    return _speed_cell(h["speedup"], below, big=True)
 
 
 def headline(runs: list[RunData]) -> list:
-    """The headline table per run: the best configuration against CPU fp32 (GPU columns only where a GPU was measured)."""
+    """The headline table per run: the best configuration against CPU fp32.
+
+    GPU columns where a GPU was measured or planned; a run without a CPU fp32 case shows absolute figures.
+    """
     blocks: list = []
     for run in runs:
-        gpu = gpu_measured(run)
+        rows_h = analysis.headline(run)
+        gpu = gpu_measured(run) or any(h["gpu_not_run"] for h in rows_h)
         rows: list[list] = []
-        for h in analysis.headline(run):
-            g1c, g1 = h["gpu1_best"]
-            mc, m = h["multi_best"]
-            gpu_cells = [_speed_cell(h["gpu1_fp32"]), _speed_cell(g1, g1c), _speed_cell(m, mc)] if gpu else []
-            rows.append([h["workload"], h["mode"], *gpu_cells, _best_cell(h)])
-        gm = analysis.geomean_headline(run)
+        for h in rows_h:
+            gpu_cells = [_gpu_cell(h, column, run) for column in GPU_COLUMNS]
+            rows.append([h["workload"], h["mode"], *(gpu_cells if gpu else []), _best_cell(h, run)])
+        gm, scope = analysis.geomean_headline(run)
         rows.append(
             [
                 Cell("geometric mean", cls="big"),
                 "",
                 *([""] * 3 if gpu else []),
-                Cell(f"{_x(gm)}x" if gm else "-", cls="big num"),
+                Cell(f"{_x(gm)}x", cls="big num", below=scope) if gm else na(scope),
             ]
         )
         if len(runs) > 1:
@@ -89,11 +164,20 @@ def headline(runs: list[RunData]) -> list:
         else:
             headers = ["workload", "mode", "1 GPU, fp32", "1 GPU, best precision", "several GPUs, best"]
             headers.append("best configuration")
+        if rows_h and not any(h["baseline_measured"] for h in rows_h):
+            blocks.append(
+                Para(
+                    "This run has no CPU fp32 case, so no speed-up: each row gives the best configuration's "
+                    "throughput (and energy per sample where measured). Run with --devices cpu,gpu:1 for speed-ups.",
+                    cls="box",
+                )
+            )
         blocks.append(Table(headers, rows, "headline", label="headline"))
     blocks.append(
         Para(
             "Speed-up = ratio of median throughputs over CPU fp32 of the same workload, mode and batch, "
-            "with a bootstrap 95% CI; ~ marks a CI that includes 1.",
+            "with a bootstrap 95% CI; ~ marks a CI that includes 1. Serve cases are not in this table "
+            "(their figure is the rate at the latency SLO, in Serving).",
             small=True,
         )
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from collections.abc import Iterable
 
 from bench.telemetry.base import GPUReading, Measurement
 
@@ -39,6 +40,12 @@ def busy_note(other_cpu_pct: float | None, other_gpu: int | None) -> str:
         other_gpu = int(other_gpu)
         parts.append(f"{other_gpu} other process{'es' if other_gpu > 1 else ''} computed on the GPU")
     return "busy: " + "; ".join(parts) if parts else ""
+
+
+def power_limit_w(limits: Iterable[float | None]) -> float | None:
+    """The GPUs' enforced power limits summed; None unless every GPU's is known."""
+    known = list(limits)
+    return float(sum(known)) if known and None not in known else None  # type: ignore[arg-type]
 
 
 def derive(m: Measurement, samples: int, idle_power_w: float | None, own_pid: int | None = None) -> dict:
@@ -90,6 +97,8 @@ def derive(m: Measurement, samples: int, idle_power_w: float | None, own_pid: in
         "cpu_energy_j": h.cpu_energy_j,
         "cpu_energy_reason": h.cpu_energy_reason,
         "energy_source": ",".join(sources) if sources else None,
+        "energy_reason": "; ".join(sorted({g.reasons["energy"] for g in gpus if "energy" in g.reasons})) or None,
+        "power_limit_w": power_limit_w(g.power_limit_w for g in gpus),
         "telemetry_window_s": m.duration_s,
         "telemetry": {
             "window_s": m.duration_s,

@@ -11,11 +11,34 @@ from typing import Any
 from bench.telemetry.base import GPUReading, Measurement
 
 AGREEMENT = 0.2  # counter vs integrated instant power may differ by this fraction
+# NVML's energy counter moves in steps of ~100 ms (measured on an H200: step_ms_median 99.99); over a
+# window of fewer than ten steps one step is more than 10% of the energy: too coarse to print
+COUNTER_STEP_S = 0.1
+MIN_COUNTER_WINDOW_S = 10 * COUNTER_STEP_S
+SHORT_WINDOW_SOURCE = "integrated instant power (window too short for the counter)"
 
 
 def trapezoid(points: Sequence[Sequence[float]]) -> float:
     """Integral of (seconds, watts) points, joules."""
     return sum((t1 - t0) * (p0 + p1) / 2 for (t0, p0), (t1, p1) in zip(points, points[1:]))
+
+
+def window_energy(
+    counter_j: float | None, instant: Sequence[Sequence[float]], duration_s: float
+) -> tuple[float | None, str | None, str | None]:
+    """(joules, source, why none) of one GPU over one window.
+
+    The counter where the window spans at least ``MIN_COUNTER_WINDOW_S``; in a shorter one the
+    integral of the instant-power samples (at least two), else none with the reason.
+    """
+    if counter_j is not None and duration_s >= MIN_COUNTER_WINDOW_S:
+        return counter_j, "counter", None
+    if len(instant) >= 2:
+        source = SHORT_WINDOW_SOURCE if counter_j is not None else "integrated instant power"
+        return trapezoid(instant), source, None
+    if counter_j is not None:
+        return None, None, f"window too short for the counter ({duration_s:.2f} s < {MIN_COUNTER_WINDOW_S:.0f} s)"
+    return None, None, None
 
 
 @dataclass(frozen=True)

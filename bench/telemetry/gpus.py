@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.telemetry import nvml
 from bench.telemetry.base import GPUReading
-from bench.telemetry.energy_check import trapezoid
+from bench.telemetry.energy_check import trapezoid, window_energy
 from bench.telemetry.nvml import GPULost, MetricUnsupported, NVMLUnavailable, call
 
 MAX_TRACE_POINTS = 600
@@ -282,10 +282,11 @@ class _GPUWindow:
         energy, source = None, None
         if self.lost:
             self.reasons["gpu"] = "GPU lost during the window"
-        elif self.e0 is not None and e1 is not None:
-            energy, source = (float(e1) - float(self.e0)) / 1000.0, "counter"
-        elif len(self.power) >= 2:
-            energy, source = trapezoid(self.power), "integrated instant power"
+        elif (self.e0 is not None and e1 is not None) or len(self.power) >= 2:
+            counter = (float(e1) - float(self.e0)) / 1000.0 if self.e0 is not None and e1 is not None else None
+            energy, source, why = window_energy(counter, self.power, duration)
+            if why:
+                self.reasons.setdefault("energy", why)
         elif len(self.avg_power) >= 2:
             energy, source = trapezoid(self.avg_power), "integrated power usage"
         else:
