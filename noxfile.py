@@ -12,15 +12,67 @@ nox.options.sessions = ["tests", "lint", "clients"]
 nox.options.reuse_venv = "yes"
 
 PYPROJECT = nox.project.load_toml("pyproject.toml")
-# Both Keras backends by default (--backend all measures each one installed). On GPU machines
-# ACCELBENCH_EXTRAS=cuda,jax-cuda installs TensorFlow's and JAX's CUDA libraries.
-PROJECT = f".[{os.environ.get('ACCELBENCH_EXTRAS') or 'jax'}]"
+# Both Keras backends by default (--backend all measures each one installed); where NVML sees an
+# NVIDIA GPU, with TensorFlow's and JAX's CUDA libraries. ACCELBENCH_EXTRAS chooses for itself.
+CPU_EXTRAS = "jax"
+GPU_EXTRAS = "cuda,jax-cuda"
+
+
+def _nvml_gpus() -> int | None:
+    """GPUs the NVIDIA driver's NVML library counts; None where there is no such library."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("nvidia-ml") or "libnvidia-ml.so.1")
+        if lib.nvmlInit_v2() != 0:
+            return 0
+        n = ctypes.c_uint(0)
+        ok = lib.nvmlDeviceGetCount_v2(ctypes.byref(n)) == 0
+        lib.nvmlShutdown()
+        return n.value if ok else 0
+    except (OSError, AttributeError):
+        return None
+
+
+def _smi_gpus() -> int:
+    """GPUs ``nvidia-smi -L`` lists (0 without the tool or where it fails)."""
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
+
+
+def bench_extras(env: dict | None = None) -> tuple[str, str]:
+    """(extras, why) for ``nox -s bench`` and ``nox -s nightly``.
+
+    The user's ACCELBENCH_EXTRAS, else the CUDA builds where NVML (or nvidia-smi) sees an NVIDIA GPU,
+    else the CPU builds.
+    """
+    env = os.environ if env is None else env
+    if env.get("ACCELBENCH_EXTRAS"):
+        return env["ACCELBENCH_EXTRAS"], "as ACCELBENCH_EXTRAS asks"
+    gpus = _nvml_gpus()
+    if gpus is None:
+        gpus = _smi_gpus()
+    if gpus:
+        return GPU_EXTRAS, f"NVML sees {gpus} NVIDIA GPU(s): the CUDA builds of TensorFlow and JAX"
+    return CPU_EXTRAS, "no NVIDIA GPU seen: the CPU builds (ACCELBENCH_EXTRAS=cuda,jax-cuda to choose the CUDA ones)"
 
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Run the benchmark matrix, print the summary table, write the report. Args go to `accelbench run`."""
-    session.install(PROJECT)
+    extras, why = bench_extras()
+    session.log(f"installing accelbench[{extras}]: {why}")
+    session.install(f".[{extras}]")
     session.run("accelbench", "run", *session.posargs)
 
 
@@ -78,7 +130,9 @@ def nightly(session: nox.Session) -> None:
     In the workflow's container: nox -s nightly --no-venv (accelbench and TensorFlow are installed there).
     """
     if not isinstance(session.virtualenv, nox.virtualenv.PassthroughEnv):
-        session.install(PROJECT)
+        extras, why = bench_extras()
+        session.log(f"installing accelbench[{extras}]: {why}")
+        session.install(f".[{extras}]")
     out = os.environ.get("ACCELBENCH_NIGHTLY_OUT") or f"nightly/{datetime.now(timezone.utc):%Y%m%d-%H%M%S}"
     store = os.environ.get("ACCELBENCH_HISTORY", "history")
     site_dir = os.environ.get("ACCELBENCH_SITE", "site")
@@ -99,5 +153,5 @@ def nightly(session: nox.Session) -> None:
 @nox.session(default=False)
 def site(session: nox.Session) -> None:
     """Rebuild the site from a history store: nox -s site -- --store history --out site."""
-    session.install(PROJECT)
+    session.install(".")  # reads results files only: no framework's GPU build needed
     session.run("accelbench", "site", "build", *(session.posargs or ["--store", "history", "--out", "site"]))

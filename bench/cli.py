@@ -268,7 +268,10 @@ def cmd_run(a: argparse.Namespace) -> int:
         stored = storage.load(results_path(a.results_dir, a.resume))["run"]["options"]
     from bench import backends
 
-    machine = devices.discover(backends=backends.resolve(stored.get("backend", opts.backend)))
+    chosen = backends.resolve(stored.get("backend", opts.backend))
+    machine = devices.discover(backends=chosen)
+    for note in machine.unused_gpu_notes(chosen):  # the GPU is there and will not be measured: say so first
+        print(f"accelbench: GPU not used: {note}", file=sys.stderr)
 
     if a.resume:
         run = Run.resume(a.resume, opts, machine, a.results_dir, sys.argv[1:], progress=_progress, cluster=cluster)

@@ -85,6 +85,7 @@ FIGURE_COLUMNS = [
     "rate_bracket_high",
     "capacity_rate",
     "rate_at_slo_over_capacity",
+    "serve_bound",  # what bounded the rate: the SLO (a trial under capacity failed) or the capacity
     "serve_p50_ms",
     "serve_p90_ms",
     "serve_p99_ms",

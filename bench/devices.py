@@ -164,6 +164,12 @@ class Machine:
             return f"no NVIDIA GPU visible to TensorFlow: /dev/nvidia0 exists but NVML says {self.nvml.reason}"
         return "no NVIDIA GPU on this machine (no driver, NVML: " + (self.nvml.reason or "0 GPUs") + ")"
 
+    def unused_gpu_notes(self, backends: tuple[str, ...] | list[str]) -> list[str]:
+        """For each of ``backends`` that sees no GPU where NVML sees one: why (one line each)."""
+        if not self.nvml.gpus:
+            return []
+        return [why for be in backends if (why := self.no_gpu_reason(be))]
+
     def to_dict(self) -> dict:
         """The accelbench part of the results' machine_info."""
         return {

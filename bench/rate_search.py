@@ -35,6 +35,9 @@ class Search:
     capacity_rate: float
     max_rate_at_slo: float | None = None
     bracket: tuple[float | None, float | None] = (None, None)  # (last pass, first fail)
+    # what bounded the rate: "slo" (a trial under capacity failed), "capacity" (none did: the device's
+    # measured capacity is the top, whatever the SLO), or "" where no rate passed
+    bound: str = ""
     reason: str = ""  # why there is no rate, or what to know about it
     trials: list[Trial] = field(default_factory=list)
     best: Trial | None = None  # the rerun at the reported rate (its figures are the case's)
@@ -52,8 +55,9 @@ def search(
 
     ``trial(rate, seed)`` runs one trial. First the low end (``low``, by default 5% of the
     capacity bound: if it fails, no rate passes) and one trial over capacity (1.5x), which must
-    fail; then bisection in log space between the last pass and the capacity bound (no rate over
-    it is sustainable, though a short trial at a generous SLO can hide the growing queue) until
+    fail (where it passes, the reason says so, and it is never the answer); then bisection in log
+    space between the last pass and the capacity bound (no rate over it is sustainable, though a
+    short trial at a generous SLO can hide the growing queue: the answer never exceeds it) until
     they are within 5% or ``max_trials`` (the first two included, reruns not) ran. Server results
     need not be monotone in the rate (LoadGen says so), so the best pass is rerun with a new seed;
     a failed rerun demotes it to the bracket's top.
@@ -74,30 +78,32 @@ def search(
         return out
     passes = [lo_t]
     hi_t = run(OVER_CAPACITY * capacity)  # a check of the harness and of the bound: it must fail
-    if hi_t.passed:
-        out.reason = f"{OVER_CAPACITY}x the capacity bound passed: the bound from the service times is too low"
-        passes.append(hi_t)
-        fail: float | None = None
-    else:
-        # no rate over the bound is sustainable, however long a short trial at a generous SLO hides
-        # the growing queue: the bound is the search's upper end
-        fail = capacity
-    while fail is not None and fail / passes[-1].rate > CLOSE_ENOUGH and len(out.trials) < max_trials:
+    if hi_t.passed:  # never reported: no rate over the measured capacity is sustainable
+        out.reason = (
+            f"{OVER_CAPACITY}x the capacity bound passed its trial: the service times understate the device; "
+            "the rate stays capped at the capacity measured"
+        )
+    # no rate over the bound is sustainable, however long a short trial at a generous SLO hides the
+    # growing queue: the bound is the search's upper end, and the answer never passes it
+    fail = capacity
+    failed_below = False
+    while fail / passes[-1].rate > CLOSE_ENOUGH and len(out.trials) < max_trials:
         t = run(math.sqrt(passes[-1].rate * fail))
         if t.passed:
             passes.append(t)
         else:
-            fail = t.rate
+            fail, failed_below = t.rate, True
     while passes:
         best = passes.pop()
         rerun = run(best.rate)
         if rerun.passed:
             out.max_rate_at_slo, out.best = best.rate, rerun
             out.bracket = (best.rate, fail)
+            out.bound = "slo" if failed_below else "capacity"
             return out
         note = f"{best.rate:.3g} req/s passed, then failed its rerun ({rerun.reason})"
         out.reason = f"{out.reason}; {note}" if out.reason else note
-        fail = best.rate
+        fail, failed_below = best.rate, True
     out.bracket = (None, fail)
     return out
 
@@ -257,6 +263,7 @@ def run_case(
         rate_bracket_low=res.bracket[0],
         rate_bracket_high=res.bracket[1],
         rate_at_slo_over_capacity=res.max_rate_at_slo / capacity if res.max_rate_at_slo else None,
+        serve_bound=res.bound or None,
         serve_reason=res.reason,
         serve_trials=[t.to_dict() for t in res.trials],
         serve_seeds=[t.seed for t in res.trials],

@@ -11,7 +11,6 @@ name its phase) within the profile's bound is killed and its case recorded as ``
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -40,7 +39,6 @@ from bench.watchdog import (
     start_worker,
 )
 
-WORKER = [sys.executable, "-m", "bench.worker"]  # + PLAN SPOOL
 # (device config, TF32 on GPUs, XLA, backend, the case for a one-case worker or "")
 GroupKey = tuple[DeviceConfig, bool | None, bool, str, str]
 
@@ -387,7 +385,7 @@ class Run:
         if self.cluster:
             env["TF_CONFIG"] = self.cluster.tf_config()  # one code path for every launcher
         end = WorkerEnd()
-        proc = start_worker(WORKER, plan_path, spool, log, env)
+        proc = start_worker(watchdog.WORKER, plan_path, spool, log, env)
         offset, last = 0, time.monotonic()
         try:
             while True:

@@ -34,6 +34,9 @@ MAX_LATE_WAKEUPS = 0.01
 DRAIN_SLOS = 2.0  # the queue must drain within this many SLOs after the last arrival
 ABANDON_SLOS = 20.0  # a request waiting this many SLOs: the queue is growing, the trial fails now
 OVER_CAPACITY = 1.5  # the trial above the capacity bound that must fail
+# a trial keeps up when, at its last arrival, no more than this share of its requests is still
+# waiting (a stable queue holds a few batches; one fed above capacity grows by (rate - capacity) x t)
+KEEP_UP_BACKLOG = 0.05
 CLOSE_ENOUGH = 1.05  # the search stops when the bracket [pass, fail] is this narrow (5%)
 MAX_DELAY_SLO_SHARE = 0.1  # the batcher's max delay: a tenth of the SLO (TF Serving suggests ~1 ms at low rates)
 # the harness's own p99 must leave most of the SLO to the device: latencies include it (a slow harness
@@ -142,11 +145,15 @@ class Trial:
     late_wakeups: float = 0.0  # share of the loop's wake-ups more than 1 ms late
     note: str = ""  # a warning that does not change the outcome
     drain_ms: float | None = None  # last completion - last arrival
+    backlog: int | None = None  # requests not yet served at the last arrival (the drain left out)
     energy_per_request_j: float | None = None
 
     @property
     def passed(self) -> bool:
-        """Certified: p99 under the SLO (enough requests to say so), the device kept up, the queue drained."""
+        """Certified: p99 under the SLO (enough requests to say so), the device kept up, the queue drained.
+
+        Kept up: at the last arrival at most ``KEEP_UP_BACKLOG`` of the requests (or two batches) wait.
+        """
         return self.outcome == "pass"
 
     def to_dict(self) -> dict:
@@ -242,11 +249,21 @@ def _judge(
     if trial.outcome:  # stopped early
         return trial
     trial.drain_ms = float(np.nanmax(done) - schedule[-1]) * 1e3 if trial.completed else None
+    trial.backlog = int(trial.requests - (done <= schedule[-1]).sum()) if trial.requests else 0
     need = certified_at(trial.late)
+    # the served rate must keep up with the offered one while requests arrive: under a generous SLO a
+    # short trial above capacity ends before its growing queue crosses the SLO, and proves nothing
+    allowed = max(2 * max((b for b, _ in batches), default=1), KEEP_UP_BACKLOG * trial.requests)
     if trial.late / max(trial.requests, 1) > 1.0 - PERCENTILE / 100.0:
         trial.outcome, trial.reason = (
             "fail",
             f"p99 {trial.p99_ms:.2f} ms over the SLO ({trial.late} of {trial.requests} late)",
+        )
+    elif trial.backlog > allowed:
+        trial.outcome, trial.reason = (
+            "fail",
+            f"the device fell behind: {trial.backlog} of {trial.requests} requests still waiting at the last "
+            f"arrival (over {allowed:.0f}): the offered rate is over what it serves",
         )
     elif trial.requests < need:
         trial.outcome = "uncertified"

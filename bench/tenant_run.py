@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench import loop, protocol, tenants
+from bench import loop, protocol, tenants, watchdog
 from bench.backends import MEM_FRACTION_VARS
 from bench.cases import Case
 from bench.protocol import WorkerPlan
@@ -74,12 +74,10 @@ def run_group(
     observe: Callable[[list[int]], dict] | None = None,
 ) -> Outcome:
     """A worker per plan (each one case), started together after each is ready; their records, or why not."""
-    from bench.runner import WORKER
-
     n = len(plans)
     with tempfile.TemporaryDirectory() as d:
         go = Path(d) / "go"
-        group = [_launch(p, i, n, Path(d), go, logs, env, window_s, WORKER) for i, p in enumerate(plans)]
+        group = [_launch(p, i, n, Path(d), go, logs, env, window_s, watchdog.WORKER) for i, p in enumerate(plans)]
         try:
             return _watch(group, go, stall_s, window_s, observe)
         finally:

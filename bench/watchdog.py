@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 from bench.cases import Case
 from bench.telemetry import gpus, nvml
 
+WORKER = [sys.executable, "-m", "bench.worker"]  # + PLAN SPOOL: the runner's workers and the tenants' alike
 KILL_WAIT_S = 30.0  # how long a SIGKILLed worker may take to die before the run goes on without it
 STALLS_IN_A_ROW = 2  # consecutive workers of a group hanging before they measured anything: give up
 RELEASE_WAIT_S = 30.0  # how long the next worker waits for NVML to stop listing a killed one

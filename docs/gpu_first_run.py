@@ -53,6 +53,10 @@ def step(name: str, argv: list[str], limit_s: float, log: Path) -> tuple[int | N
     """Run one child with a time limit; its exit code (None on timeout) and the last line it printed."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
     t0 = time.monotonic()
+    if limit_s <= 0:
+        log.write_text("not run: the script's time budget was spent\n")
+        print(f"[{name}] not run: no time left", flush=True)
+        return None, "not run: no time left"
     with log.open("w") as f:
         try:
             rc: int | None = subprocess.run(
@@ -83,19 +87,20 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     py, start = sys.executable, time.monotonic()
 
-    def left(share: float) -> float:
-        return max(10.0, min(share, BUDGET_S - (time.monotonic() - start)))
+    def left(share: float) -> float:  # a step may take its share, never past the budget (0: skipped)
+        rest = BUDGET_S - (time.monotonic() - start)
+        return min(share, rest) if rest >= 10.0 else 0.0
 
     tf = tensorflow_installed()
     check_rc, _ = step(
-        "devices --check", [py, "-m", "bench", "devices", "--check", "--json"], left(200), out / "check.log"
+        "devices --check", [py, "-m", "bench", "devices", "--check", "--json"], left(220), out / "check.log"
     )
     check = _json_tail(out / "check.log")
     (out / "check.json").write_text(json.dumps(check, indent=1))
     run = [py, "-m", "bench", "run", "--profile", "smoke", "--workloads", "mlp,cnn", "--modes", "train,infer",
            "--devices", "cpu" if smoke else "gpu:1", "--precisions", "fp32,mixed_bfloat16",
            "--backend", "all" if tf else "jax", "--results-dir", str(out / "results"), "--no-report"]  # fmt: skip
-    step("smoke run", run, left(240), out / "run.log")
+    step("smoke run", run, left(200), out / "run.log")
     f4_rc, f4_line = step("jax memory fraction", [py, "-c", F4, kind], left(60), out / "f4.log")
     nv_rc, _ = (None, "")
     if not smoke:
@@ -106,6 +111,17 @@ def main() -> int:
            "--devices", "cpu" if smoke else "gpu:1", "--precisions", "fp32", "--backend", "tensorflow" if tf else "jax",
            "--tenants", "2,mix", "-k", "t2 or beside", "--results-dir", str(out / "tenants"), "--no-report"]  # fmt: skip
     step("tenants", ten, left(200), out / "tenants.log")  # last: it takes what time is left
+    summary = write_summary(out, smoke, tf, start, check_rc, check, (f4_rc, f4_line), nv_rc)
+    for k, v in summary["findings"].items():
+        print(f"finding {k}: {v['verdict']}: {v.get('why', '')}")
+    print(f"{summary['seconds']} s; files in {out}")
+    return 0
+
+
+def write_summary(
+    out: Path, smoke: bool, tf: bool, start: float, check_rc: int | None, check: dict, f4_step: tuple, nv_rc: int | None
+) -> dict:
+    """One verdict per finding from what the steps left in ``out``; written to ``out/summary.json``."""
     docs = [json.loads(p.read_text()) for p in sorted((out / "results").glob("*.json"))]
     summary = {
         "machine": "cpu smoke" if smoke else "gpu",
@@ -113,7 +129,7 @@ def main() -> int:
         "check_exit": check_rc,
         "findings": {
             "1": f1(docs, tf, smoke),
-            "4": f4(f4_rc, f4_line, smoke),
+            "4": f4(*f4_step, smoke),
             "5": f5(docs, smoke),
             "7": f7(check, smoke),
             "10": f10(docs, smoke),
@@ -122,10 +138,7 @@ def main() -> int:
         },
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    for k, v in summary["findings"].items():
-        print(f"finding {k}: {v['verdict']}: {v.get('why', '')}")
-    print(f"{summary['seconds']} s; files in {out}")
-    return 0
+    return summary
 
 
 def _json_tail(log: Path) -> dict:
@@ -234,9 +247,6 @@ def energy(path: Path, rc: int | None, smoke: bool) -> dict:
     }
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
-
 
 def tenants(folder: Path, smoke: bool) -> dict:
     """Issue 18 on a real device: 2 tenants and the mix ran, the mode was read, NVML listed each tenant's memory."""
@@ -258,3 +268,7 @@ def tenants(folder: Path, smoke: bool) -> dict:
             for e in recs
         )
     return {"verdict": "ran" if ok else "CHECK", "why": json.dumps(figures, default=str)[:1500]}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -11,7 +11,7 @@ import pytest
 from fake_nvml import FakeGPU
 from test_capability import machine
 
-from bench import check, cli, devices, runner
+from bench import check, cli, devices, runner, watchdog
 from bench.telemetry import gpus
 from bench.telemetry.idle import idle_power
 
@@ -21,7 +21,7 @@ BUS0 = "00000000:00:00.0"  # the bus id test_capability.machine gives TF GPU 0
 
 @pytest.fixture
 def two_gpu_box(monkeypatch, fake_nvml, clock):
-    monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
+    monkeypatch.setattr(watchdog, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
     fake_nvml([FakeGPU(uuid=f"GPU-{i}", bus_id=f"00000000:{i:02X}:00.0", idle_w=60.0, load_w=400.0) for i in range(2)])
     m = machine(tf_gpus=[A100, A100], nvml_gpus=2)
     m.loaded = []  # the GPU each load ran on

@@ -146,3 +146,52 @@ def test_the_check_sees_an_arrow_up(tmp_path):
 def test_files_keep_to_one_job_no_module_over_450_lines():
     long = {str(p.relative_to(ROOT)): n for p in _files() if (n := len(p.read_text().splitlines())) > 450}
     assert long == {}
+
+
+def _ours(edges):
+    """Each module's imports of our modules, named by the module (``bench.x.f`` where f is a name -> ``bench.x``)."""
+    mods = {m for m, _ in edges}
+
+    def owner(dep):
+        while dep not in mods and "." in dep:
+            dep = dep.rsplit(".", 1)[0]
+        return dep
+
+    return {m: {owner(d) for d in deps if owner(d) in mods and owner(d) != m} for m, deps in edges}
+
+
+def cycles(graph):
+    """The import circles of ``graph`` (module -> modules it imports), each as a sorted list."""
+    found, path, done = set(), [], set()
+
+    def visit(m):
+        if m in path:
+            found.add(tuple(sorted(path[path.index(m) :])))
+            return
+        if m in done:
+            return
+        path.append(m)
+        for d in sorted(graph.get(m, ())):
+            visit(d)
+        path.pop()
+        done.add(m)
+
+    for m in sorted(graph):
+        visit(m)
+    return sorted(list(c) for c in found)
+
+
+def test_no_import_circle_even_on_one_floor():
+    """Imports inside functions count: the runner and the tenants' runner once imported each other."""
+    assert cycles(_ours([(_module(p), imports(p)) for p in _files()])) == []
+
+
+def test_the_check_sees_a_circle():
+    graph = _ours(
+        [
+            ("bench.runner", {"bench.tenant_run"}),
+            ("bench.tenant_run", {"bench.runner.WORKER"}),
+            ("bench.cli", {"bench.runner"}),
+        ]
+    )
+    assert cycles(graph) == [["bench.runner", "bench.tenant_run"]]

@@ -452,3 +452,13 @@ def test_a_cluster_case_counts_every_node_in_datasheet_share_and_cost(tmp_path):
     assert datasheet_pct("mlp-train-gpu8x2nodes-tf32-b1024") == pytest.approx(
         datasheet_pct("mlp-train-gpu8-tf32-b1024") / 2, rel=0.02
     )
+
+
+def test_a_gpu_a_backend_cannot_use_is_said_at_the_top(h200_runs):
+    """NVML saw the H200; had JAX not, the report's first section says why, not only `accelbench devices`."""
+    doc = copy.deepcopy(h200_runs["standard-gpu1"])
+    why = "NVML sees 1 GPU(s) but JAX found none (no GPU platform); pip install 'accelbench[jax-cuda]'"
+    doc["machine_info"]["accelbench"]["jax_no_gpu_reason"] = why
+    head = html_report([doc]).split("<h2>Speed-up matrix")[0]
+    assert "GPU not used: NVML sees 1 GPU(s) but JAX found none" in head
+    assert "GPU not used" not in html_report([h200_runs["standard-gpu1"]])

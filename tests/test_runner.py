@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 from test_capability import machine
 
-from bench import runner, storage
+from bench import runner, storage, watchdog
 from bench.planning import RunOptions
 
 
 @pytest.fixture(autouse=True)
 def fake_worker(monkeypatch):
     """Every runner test starts the stand-in worker instead of TensorFlow's."""
-    monkeypatch.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
+    monkeypatch.setattr(watchdog, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
 
 
 OPTS = RunOptions(

@@ -220,3 +220,28 @@ def test_the_precheck_stops_a_case_that_cannot_be_judged_after_a_few_calls():
     assert "trial can certify" in slow["serve_reason"]
     fine = rate_search.precheck(lambda b: clock.advance(0.001 + 0.0001 * b), 64, 10.0, 0.3, clock, 10.0)
     assert fine["serve_reason"] == "" and fine["capacity_rate"] == pytest.approx(64 / 0.0074)
+
+
+def test_no_rate_over_the_measured_capacity_passes_however_generous_the_slo():
+    """The issue's case: at an SLO of 2 s a short trial at 1.5x capacity ended before its queue crossed
+    the SLO and was reported (1.50x capacity). The device must keep up while requests arrive."""
+    service = lambda b: 0.0004 + 0.00002 * b  # noqa: E731
+    cap = max(b / service(b) for b in serve.buckets(64))
+    over, _, _ = simulate(1.5 * cap, 1.0, service, 64, 0.2, 2.0)
+    assert over.outcome == "fail" and "fell behind" in over.reason and over.p99_ms < 2000
+    res = virtual_search(service, 64, 0.2, 2.0, cap, duration=1.0)
+    assert res.max_rate_at_slo is not None and res.max_rate_at_slo < cap
+    assert res.bound == "capacity" and not any(t.passed and t.rate > cap for t in res.trials)
+
+
+def test_an_understated_capacity_still_caps_the_answer():
+    """Where even 1.5x the bound passes (the service times understate the device), it is said, not reported."""
+    res = rate_search.search(lambda r, s: serve.Trial(r, s, 1.0, outcome="pass"), 1000.0, 10.0, max_trials=6)
+    assert res.max_rate_at_slo < 1000.0 and "understate" in res.reason and res.bound == "capacity"
+
+
+def test_a_tight_slo_is_the_bound_where_a_trial_under_capacity_fails():
+    service = lambda b: 0.001 + 0.0002 * b  # noqa: E731
+    cap = max(b / service(b) for b in serve.buckets(32))
+    res = virtual_search(service, 32, 0.001, 0.004, cap)
+    assert res.max_rate_at_slo is not None and res.bound == "slo"

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from test_capability import machine
 
-from bench import runner, storage
+from bench import runner, storage, watchdog
 from bench.cli import main
 from bench.planning import RunOptions, plan
 from bench.report import analysis, console
@@ -28,7 +28,7 @@ A100 = machine(tf_gpus=[("NVIDIA A100-SXM4-40GB", (8, 0))], nvml_gpus=1)
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     mp = pytest.MonkeyPatch()
-    mp.setattr(runner, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
+    mp.setattr(watchdog, "WORKER", [sys.executable, str(Path(__file__).with_name("fake_worker.py"))])
     mp.setenv("FAKE_WORKER", "fail:no-such-case")  # every case finishes
     try:
         path = runner.Run.new(OPTS, A100, tmp_path_factory.mktemp("serve"), ["run"]).execute()

@@ -8,7 +8,7 @@ import pytest
 from fake_nvml import FakeGPU
 from test_capability import BF16_CPU
 
-from bench import runner, storage, tenants
+from bench import runner, storage, tenants, watchdog
 from bench.cases import Case
 from bench.devices import CPUInfo, Machine
 from bench.errors import UserError
@@ -21,7 +21,7 @@ CPU = Machine(CPUInfo("Test CPU", 2, 1, 2, BF16_CPU), gpus.Discovery([], None, N
 
 @pytest.fixture(autouse=True)
 def fake_tenant(monkeypatch):
-    monkeypatch.setattr(runner, "WORKER", FAKE)
+    monkeypatch.setattr(watchdog, "WORKER", FAKE)
     monkeypatch.delenv("FAKE_TENANT", raising=False)
 
 

@@ -148,6 +148,7 @@ def headline(runs: list[RunData]) -> list:
         )
         if len(runs) > 1:
             blocks.append(Para(run.label, cls="machine"))
+        blocks += [Para(f"GPU not used: {note}", cls="box") for note in unused_gpu_notes(run.doc)]
         if not gpu:
             why = run.doc.get("machine_info", {}).get("accelbench", {}).get("no_gpu_reason")
             blocks.append(
@@ -182,6 +183,19 @@ def headline(runs: list[RunData]) -> list:
         )
     )
     return blocks
+
+
+def unused_gpu_notes(doc: dict) -> list[str]:
+    """Each backend of the run that saw no GPU where NVML saw one, with why (as ``accelbench devices`` says)."""
+    ab = doc.get("machine_info", {}).get("accelbench", {})
+    if not ab.get("gpus"):
+        return []
+    chosen = str(doc.get("run", {}).get("options", {}).get("backend") or "tensorflow")
+    notes = []
+    for key, backend in (("no_gpu_reason", "tensorflow"), ("jax_no_gpu_reason", "jax")):
+        if ab.get(key) and chosen in (backend, "all"):
+            notes.append(str(ab[key]))
+    return notes
 
 
 def _cell_colour(x: float) -> str:

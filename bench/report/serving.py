@@ -15,6 +15,12 @@ from bench.report.analysis import RunData
 from bench.report.html import Cell, Para, Svg, Table, na, num
 from bench.report.numbers import human
 
+# what bounded a serve case's rate (``serve_bound``), as its row says it
+BOUND_SAYS = {
+    "slo": "bounded by the SLO (a rate under capacity failed)",
+    "capacity": "bounded by the capacity (no rate under it failed the SLO)",
+}
+
 
 def _v(x: object) -> float | None:
     return None if x is None or (isinstance(x, float) and pd.isna(x)) else float(x)  # type: ignore[arg-type]
@@ -65,6 +71,9 @@ def capacity(run: RunData, prices: costs.Prices | None = None, gpu_name: str | N
             )
             continue
         bracket = f"[{human(r['rate_bracket_low'])}, {human(r['rate_bracket_high'])}]"
+        bound = BOUND_SAYS.get(str(r.get("serve_bound") or ""))
+        if bound:
+            bracket += f"; {bound}"
         vs = "baseline" if r["case_id"] == cpu_reference(r) else (f"{human(found / ref)}x" if ref else "-")
         cells = [
             Cell(human(found), cls="num", below=bracket, title=r["serve_note"] or None),
@@ -95,8 +104,9 @@ def capacity(run: RunData, prices: costs.Prices | None = None, gpu_name: str | N
         Para(
             "The highest Poisson request rate whose p99 latency is certified under the SLO (LoadGen's "
             "early-stopping rule), with a dynamic batcher up to the case's batch; latency runs from each "
-            "request's scheduled arrival to its result on the host. Capacity: the best of batch size / "
-            "service time over the batch sizes."
+            "request's scheduled arrival to its result on the host; a trial must also keep up (at its last "
+            "arrival at most 5% of its requests still waiting), so no rate above the capacity passes, whatever "
+            "the SLO. Capacity: the best of batch size / service time over the batch sizes."
         ),
         Table(headers, rows, label="capacity at the latency SLO"),
         *charts_by_workload(run),
