@@ -162,7 +162,9 @@ def test_a_schema_1_results_file_still_reads_everywhere(tmp_path):
     r = cli("merge", str(old), "-o", str(tmp_path / "merged.json"))
     assert r.returncode == 0, r.stderr
     merged = json.loads((tmp_path / "merged.json").read_text())
-    assert merged["schema_version"] == storage.SCHEMA_VERSION == 3 and merged["benchmarks"][0]["stats"]["iterations"] > 1
+    assert (
+        merged["schema_version"] == storage.SCHEMA_VERSION == 3 and merged["benchmarks"][0]["stats"]["iterations"] > 1
+    )
     r = cli("history", "add", str(old), "--store", str(tmp_path / "store"), "--no-report")
     assert r.returncode == 0, r.stderr
     assert old.read_bytes() == before  # read, never rewritten

@@ -12,7 +12,7 @@ import pytest
 from conftest import DATA
 
 from bench import storage
-from bench.report import analysis, console, sections
+from bench.report import analysis, console, headline
 from bench.report.html import Cell, Table
 from bench.report.render import html_report, markdown_report, regressions, render
 
@@ -113,7 +113,7 @@ def test_h200_headlines_have_a_number_in_every_row_with_a_measured_case(h200_run
     h = {(x["workload"], x["mode"]): x for x in analysis.headline(std)}
     assert h[("mlp", "train")]["gpu1_fp32"][0] == "mlp-train-gpu1-jax-fp32-b1024"
     assert not h[("mlp", "train")]["baseline_measured"]
-    cells = sections.headline([std])
+    cells = headline.headline([std])
     text = " ".join(
         str(c.text) + " " + str(c.below or "")
         for t in cells
@@ -127,7 +127,7 @@ def test_h200_headlines_have_a_number_in_every_row_with_a_measured_case(h200_run
     hs = {(x["workload"], x["mode"]): x for x in analysis.headline(smoke)}
     assert hs[("mlp", "train")]["gpu1_fp32"][1].value > 1
     assert hs[("cnn", "train")]["gpu_not_run"] and analysis.geomean_headline(smoke)[0] is None
-    (table,) = [t for t in sections.headline([smoke]) if isinstance(t, Table)]
+    (table,) = [t for t in headline.headline([smoke]) if isinstance(t, Table)]
     cnn = next(r for r in table.rows if r[0].text == "cnn" and r[1].text == "train")
     assert [c.text for c in cnn[2:5]] == ["not run", "not run", "not planned"]
     assert "fastest" not in str(cnn[5].below) and "did not run" in str(cnn[5].below)
@@ -197,7 +197,7 @@ def test_hostile_strings_are_escaped():
 
 def test_two_machines_side_by_side():
     html = html_report([storage.load(GPU8), storage.load(HOSTILE)])
-    assert "gpu8-run (dgx-h100)" in html and "hostile-run" in html
+    assert "gpu8-run (dgx-h100, " in html and "hostile-run" in html
     assert html.count("<h2>Environment - ") == 2
 
 
@@ -462,3 +462,36 @@ def test_a_gpu_a_backend_cannot_use_is_said_at_the_top(h200_runs):
     head = html_report([doc]).split("<h2>Speed-up matrix")[0]
     assert "GPU not used: NVML sees 1 GPU(s) but JAX found none" in head
     assert "GPU not used" not in html_report([h200_runs["standard-gpu1"]])
+
+
+def test_an_incomplete_run_says_so_lists_what_did_not_run_and_names_its_toy_models(h200_runs):
+    """review-1 findings 1-3: the smoke H200 run stopped with 14 GPU cases unrecorded."""
+    html = html_report([h200_runs["smoke-cpu-and-gpu1"]])
+    assert "14 planned, not run" in html and "14 of its 36 planned cases have no record" in html
+    failed = html.split("<h2>Unsupported and failed cases")[1]
+    assert failed.count("-gpu1-jax-") >= 14 and "Every" not in failed.split("<h2>")[0]
+    assert "399,370" in html and "toy sizes: checks the machinery, not for conclusions" in html
+    head = html.split("<h2>Speed-up matrix")[0]
+    assert "fastest" not in head and "geometric mean" in head and "not given: planned cases did not run" in head
+    matrix = html.split("<h2>Speed-up matrix")[1].split("</table>")[0]
+    assert matrix.count("not run") >= 12  # the cnn and transformer GPU cells
+
+
+def test_a_report_over_smoke_and_standard_keeps_the_toys_out_of_headline_and_precision_advice(h200_runs):
+    docs = [h200_runs[k] for k in ("smoke-cpu-and-gpu1", "standard-gpu1", "tenants-mix")]
+    html = html_report(docs)
+    head = html.split("<h3>Models and sizes")[0]
+    assert "10.8x" not in head and "Left out of the headline: toy sizes" in head
+    assert "smoke profile)" in html and "standard profile)" in html  # every run-labelled section says its profile
+    gains = [s.split("</table>")[0] for s in html.split("<h2>Precision gains")[1:]]
+    assert "0.933x" not in gains[0] and "Not given for the smoke profile" in gains[0]
+    assert "ResNet-50 v1.5" in html and "71,222,248" in html
+
+
+def test_jax_runs_are_not_told_to_use_xla_both_and_published_figures_have_values(h200_runs):
+    html = html_report([h200_runs["standard-gpu1"]])
+    assert "--xla both" not in html and "JAX always compiles the whole step with XLA" in html
+    published = html.split("<h2>Against published figures")[1].split("<h2>")[0]
+    assert "3,079 img/s" in published and "2,259 img/s" in published
+    gains = html.split("<h2>Precision gains")[1].split("</table>")[0]
+    assert "cnn-train-gpu1-jax-fp32-b64" not in gains  # excluded with -k: never planned, no row

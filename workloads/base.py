@@ -32,6 +32,7 @@ class Workload:
             computes it; training executes 3 x forward less this).
         published_as: profile -> the model name published figures use for exactly that size
             (``resnet50_v1.5``); a size no one publishes for has none (``bench/report/published.py``).
+        known_as: profile -> the model a reader knows at exactly that size (``ResNet-50 v1.5``).
     """
 
     name: str
@@ -44,6 +45,7 @@ class Workload:
     forward_flops: Callable[[Any], int]
     input_grad_flops: Callable[[Any], int]
     published_as: Mapping[str, str] = field(default_factory=dict)
+    known_as: Mapping[str, str] = field(default_factory=dict)
 
     def size(self, profile: str) -> Any:
         """The size object of ``profile``."""

@@ -127,4 +127,5 @@ CNN = Workload(
     forward_flops=forward_flops,
     input_grad_flops=input_grad_flops,
     published_as={p: "resnet50_v1.5" for p, size in SIZES.items() if size == RESNET50},
+    known_as={p: "ResNet-50 v1.5" for p, size in SIZES.items() if size == RESNET50},
 )

@@ -75,4 +75,9 @@ TRANSFORMER = Workload(
     num_classes=lambda s: s.classes,
     forward_flops=forward_flops,
     input_grad_flops=input_grad_flops,
+    known_as={
+        p: f"{s.layers} BERT-base blocks, sequence {s.seq_len}"
+        for p, s in SIZES.items()
+        if (s.d_model, s.heads, s.ffn) == (768, 12, 3072)
+    },
 )

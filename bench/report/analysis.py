@@ -206,8 +206,11 @@ def precision_gains(run: RunData) -> pd.DataFrame:
     """Each non-fp32 measured case against fp32 of the same workload, mode, devices, xla, batch."""
     t = run.table[run.table["status"] == "ok"]
     out = []
+    planned = set(run.doc.get("run", {}).get("planned") or []) | set(run.table["case_id"])
     for _, row in t[t["precision"] != "fp32"].iterrows():
         ref = Case.of(row).related(precision="fp32").id
+        if ref not in planned:  # never planned (excluded with -k, or not in --precisions): no row
+            continue
         out.append({"case_id": row["case_id"], "vs": ref, "gain": ratio(run, row["case_id"], ref)})
     return pd.DataFrame(out, columns=["case_id", "vs", "gain"])
 

@@ -177,8 +177,8 @@ def section(doc: dict, table: pd.DataFrame) -> list:
     if left:
         out.append(
             Para(
-                f"Published for the {name} and not compared in this run: "
-                + "; ".join(config(p) for p in left)
+                f"Published for the {name} and not compared in this run (no case at its batch): "
+                + "; ".join(f"{config(p)}: {p.value:,.0f} {p.unit} ({p.source.heading})" for p in left)
                 + f". To compare, {RUN_THEM}."
             )
         )

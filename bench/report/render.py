@@ -13,7 +13,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from bench import __version__, stats, storage
-from bench.report import analysis, compare, reference, resources, sections, serving, sharing
+from bench.report import analysis, compare, headline, reference, resources, sections, serving, sharing
 from bench.report import cost as costs
 from bench.report.analysis import RunData, fmt_ratio
 from bench.report.html import Cell, Para, Section, Table, unique_svg_ids
@@ -119,6 +119,25 @@ def regressions(doc: dict, base: dict, threshold: float) -> list[tuple[str, floa
     return [(cid, c.ratio.value) for cid, c in changes(doc, base, threshold) if c.verdict == "regressed"]
 
 
+def xla_missing(run: analysis.RunData) -> str:
+    """Why the XLA table is empty: JAX always compiles; TensorFlow ran one setting only."""
+    if not (run.table["backend"] == "tensorflow").any():
+        return "JAX always compiles the whole step with XLA: there is no XLA-off case to compare with."
+    return "TensorFlow's XLA on and off did not both run (use --xla both)."
+
+
+def run_label(doc: dict) -> str:
+    """``<run id> (<node>, <profile> profile)``: every section of a report over several runs says both."""
+    node = doc.get("machine_info", {}).get("node", "?")
+    return f"{doc['run']['id']} ({node}, {doc['run'].get('profile') or '?'} profile)"
+
+
+INCOMPLETE = {
+    "running": "is still running, or was killed without a word",
+    "interrupted": "was interrupted",
+}
+
+
 def html_report(
     docs: list[dict],
     baseline: dict | None = None,
@@ -127,7 +146,7 @@ def html_report(
     back: str | None = None,
 ) -> str:
     """The whole report as one HTML string (``back``: a link up to the site, for nightly copies)."""
-    runs = [analysis.load_run(d, f"{d['run']['id']} ({d.get('machine_info', {}).get('node', '?')})") for d in docs]
+    runs = [analysis.load_run(d, run_label(d)) for d in docs]
     heads = []
     for run in runs:
         counts = analysis.status_counts(run)
@@ -139,6 +158,11 @@ def html_report(
                 "unsupported": counts.get("unsupported", 0),
                 "failed": sum(v for k, v in counts.items() if k not in ("ok", "unsupported")),
                 "status": run.doc["run"].get("status"),
+                "not_run": len(analysis.not_run(run)),
+                "planned": len(run.doc["run"].get("planned") or []),
+                "incomplete": INCOMPLETE.get(str(run.doc["run"].get("status")), "")
+                if run.doc["run"].get("status") != "complete"
+                else "",
                 "profile": run.doc["run"].get("profile"),
                 "cluster": cluster_line(run),
             }
@@ -146,7 +170,11 @@ def html_report(
     pool = {
         cid: smp for r in runs for cid, smp in r.samples.items()
     }  # a cluster run's 1-device baseline may sit in another file
-    parts = [Section("Headline: best configuration vs CPU fp32", sections.headline(runs))]
+    parts = [
+        Section("Headline: best configuration vs CPU fp32", headline.headline(runs)),
+        Section("Models and sizes", headline.models(runs), level=3),
+    ]
+    larger = any(not headline.toy(r) for r in runs)
     for run in runs:
         sfx = f" - {run.label}" if len(runs) > 1 else ""
         parts += [
@@ -163,11 +191,13 @@ def html_report(
         parts += [
             Section(
                 f"Precision gains (vs fp32 on the same devices){sfx}",
-                sections.gains(analysis.precision_gains(run), "No mixed-precision or TF32 case was measured."),
+                [Para(f"Not given for the smoke profile beside a larger one: {headline.TOY}.", cls="na")]
+                if headline.toy(run) and larger
+                else sections.gains(analysis.precision_gains(run), "No mixed-precision or TF32 case was measured."),
             ),
             Section(
                 f"XLA on vs off{sfx}",
-                sections.gains(analysis.xla_gains(run), "XLA on and off did not both run (use --xla both)."),
+                sections.gains(analysis.xla_gains(run), xla_missing(run)),
                 level=3,
             ),
             Section(f"Backends: JAX vs TensorFlow{sfx}", compare.backends(run, pool)),
@@ -176,7 +206,7 @@ def html_report(
             Section(f"Memory{sfx}", resources.memory(run)),
             Section(f"Compute efficiency{sfx}", resources.efficiency(run)),
         ]
-        if sections.gpu_measured(run):  # a CPU-only run has nothing to hold against GPU figures
+        if headline.gpu_measured(run):  # a CPU-only run has nothing to hold against GPU figures
             parts.append(Section(f"Against published figures{sfx}", reference.section(run.doc, run.table)))
         if prices is not None:
             parts.append(Section(f"Cost per million samples{sfx}", resources.cost(run, prices)))
@@ -217,12 +247,12 @@ def markdown_report(
                 md(h["mode"]),
                 md(h["best_case"]),
                 human(h["samples_per_s"]),
-                sections.headline_text(h),
+                headline.headline_text(h),
             ]
             for h in analysis.headline(run)
         ]
         out += ["## Headline", ""]
-        if not sections.gpu_measured(run):
+        if not headline.gpu_measured(run):
             out += ["No GPU was measured in this run: the best CPU configuration against CPU fp32.", ""]
         out += [
             tabulate(hl, headers=["workload", "mode", "best case", "samples/s", "vs CPU fp32"], tablefmt="github"),
