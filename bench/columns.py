@@ -84,6 +84,7 @@ FIGURE_COLUMNS = [
     "rate_bracket_low",
     "rate_bracket_high",
     "capacity_rate",
+    "capacity_batch",  # the batch whose size / service time is the capacity (only batches that fit the SLO)
     "rate_at_slo_over_capacity",
     "serve_bound",  # what bounded the rate: the SLO (a trial under capacity failed) or the capacity
     "serve_p50_ms",

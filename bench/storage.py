@@ -41,7 +41,9 @@ RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}$")  # run ids name fi
 FORMAT = "accelbench-results"
 
 MEASURED_STATUSES = ("ok",)
-STATUSES = ("ok", "unsupported", "numerics", "oom", "timeout", "error")
+# slo_missed: a serve case that was measured (service times, capacity) and whose latency SLO no rate meets
+STATUSES = ("ok", "slo_missed", "unsupported", "numerics", "oom", "timeout", "error")
+NOT_FAILED = ("ok", "slo_missed", "unsupported")  # statuses that are answers, not failures
 
 
 class ResultsError(UserError):
@@ -96,6 +98,7 @@ def _update_to_3(doc: dict) -> dict:
         upgrades.gpu_cost_analysis(e)
         upgrades.short_window_energy(e)
         upgrades.executed_flops(e, profile)
+        upgrades.serve_outcome(e)
     return doc
 
 
@@ -348,7 +351,7 @@ class CaseRecord:
     @property
     def failed(self) -> bool:
         """Planned and runnable here, but the run could not measure it (oom, timeout, error, numerics)."""
-        return self.status not in MEASURED_STATUSES and self.status != "unsupported"
+        return self.status not in NOT_FAILED
 
     @property
     def samples_per_s(self) -> float | None:
@@ -378,9 +381,9 @@ def case_records(doc: dict) -> list[CaseRecord]:
 
 def status_sets(doc: dict) -> dict[str, set[str]]:
     """Case ids by status: ``ok``, ``failed`` (could not be measured), ``unsupported``."""
-    out: dict[str, set[str]] = {"ok": set(), "failed": set(), "unsupported": set()}
+    out: dict[str, set[str]] = {"ok": set(), "failed": set(), "unsupported": set(), "slo_missed": set()}
     for r in case_records(doc):
-        out["ok" if r.ok else "failed" if r.failed else "unsupported"].add(r.id)
+        out["ok" if r.ok else "failed" if r.failed else r.status].add(r.id)
     return out
 
 

@@ -5,6 +5,8 @@ Each re-derives a figure from what the record itself holds, by the rule new reco
 
 from __future__ import annotations
 
+from bench.rate_search import capacity_at_slo
+from bench.serve import MAX_DELAY_SLO_SHARE
 from bench.telemetry.derive import power_limit_w
 from bench.telemetry.energy_check import SHORT_WINDOW_SOURCE, window_energy
 from workloads import WORKLOADS
@@ -70,3 +72,29 @@ def executed_flops(e: dict, profile: str | None) -> None:
     for k in ("achieved_tflops", "mfu_measured"):
         if isinstance(e.get(k), (int, float)):
             e[k] = e[k] * new / old
+
+
+def serve_outcome(e: dict) -> None:
+    """One outcome for every serve case, and its capacity from the service times recorded.
+
+    Measured with no rate meeting the SLO is ``slo_missed`` (it was ``unsupported`` or ``ok`` by the
+    path taken); no trial run is "not tested"; capacity over the batches whose service time fits the
+    SLO less the batcher's wait.
+    """
+    if e.get("mode") != "serve" or not e.get("service_ms") or e.get("status") not in ("ok", "unsupported"):
+        return
+    slo_ms = float(e.get("slo_ms") or 0)
+    service = {int(b): float(ms) / 1e3 for b, ms in e["service_ms"].items()}
+    if slo_ms:
+        e["capacity_rate"], e["capacity_batch"] = capacity_at_slo(service, slo_ms / 1e3 * (1 - MAX_DELAY_SLO_SHARE))
+    if e.get("max_rate_at_slo") is not None:
+        return
+    reason = str(e.get("serve_reason") or "")
+    untried = "is under the lowest rate" in reason or "not resolvable" in reason  # no trial ran
+    if untried and not reason.startswith("not tested"):
+        e["status"] = "unsupported"
+        e["reason"] = e["serve_reason"] = f"not tested: {reason}"
+    elif e["status"] == "ok" or reason.startswith("one request alone"):
+        e["status"], e["reason"] = "slo_missed", reason or "no rate passed"
+    elif reason and not reason.startswith("not tested"):
+        e["reason"] = e["serve_reason"] = f"not tested: {reason}"

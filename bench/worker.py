@@ -144,10 +144,13 @@ class WorkerSession:
         try:
             info.update(self._measure(case, benchmark, info))
             info["status"] = "ok"
+            if case.mode == "serve" and info.get("max_rate_at_slo") is None:  # measured; no rate meets the SLO
+                info["status"] = info.get("serve_status") or "slo_missed"
+                info["reason"] = info.get("serve_reason") or "no rate passed"
         except self.loop.NumericsError as e:
             info.update(status="numerics", reason=str(e))
-        except Unjudgeable as u:  # the hardware cannot serve at this SLO: measured, said, no rounds spent
-            info.update(u.figures, status="unsupported", reason=u.figures["serve_reason"])
+        except Unjudgeable as u:  # no rate can be judged: measured, said, no rounds spent
+            info.update(u.figures, status=u.status, reason=u.figures["serve_reason"])
         except Exception as e:  # a failing case is data; the run goes on
             if self.be.is_oom(e):
                 info.update(status="oom", reason=_tail(e))
@@ -174,12 +177,12 @@ class WorkerSession:
         else:
             record = records.unmeasured(case, info)
         self.spool.send(protocol.Record(record))
-        if info["status"] != "ok" and self.coord.leave_after_failure():
+        if info["status"] not in ("ok", "slo_missed") and self.coord.leave_after_failure():
             # a cluster's other workers are still inside this case's collectives: going on to the
             # next case would desynchronise them. Leave; they see a peer failure and stop too.
             os._exit(3)
-        if info["status"] == "unsupported":
-            pytest.skip(f"{case_id}: {info['reason']}")
+        if info["status"] in ("unsupported", "slo_missed"):  # answers, not failures
+            pytest.skip(f"{case_id}: {info['status']}: {info['reason']}")
         if info["status"] != "ok":
             pytest.fail(f"{case_id}: {info['status']}: {info['reason']}", pytrace=False)
 

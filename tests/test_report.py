@@ -495,3 +495,27 @@ def test_jax_runs_are_not_told_to_use_xla_both_and_published_figures_have_values
     assert "3,079 img/s" in published and "2,259 img/s" in published
     gains = html.split("<h2>Precision gains")[1].split("</table>")[0]
     assert "cnn-train-gpu1-jax-fp32-b64" not in gains  # excluded with -k: never planned, no row
+
+
+def test_the_default_cpu_runs_serve_cases_each_get_one_honest_outcome():
+    """review-1 findings 4-7 on the default CPU run: measured and missed is slo_missed, never unsupported;
+    untried is "not tested"; every capacity is batch / service time of a batch shown, within the SLO."""
+    doc = storage.load(DATA / "cpu_default_run.json")
+    serve = [r["extra_info"] for r in storage.records(doc) if r["extra_info"]["mode"] == "serve"]
+    measured = [e for e in serve if e.get("service_ms")]
+    assert len(measured) == 6
+    for e in measured:
+        assert e["status"] in ("ok", "slo_missed") or e["reason"].startswith("not tested"), e["case_id"]
+        b = int(e["capacity_batch"])
+        ms = e["service_ms"][str(b)]
+        assert e["capacity_rate"] == pytest.approx(b / ms * 1e3)
+        assert ms <= e["slo_ms"] or b == 1
+    missed = {e["case_id"] for e in serve if e["status"] == "slo_missed"}
+    assert "mlp-serve-cpu-fp32-b1024-slo10ms" in missed and "mlp-serve-cpu-mixed_bfloat16-b1024-slo10ms" in missed
+    html = html_report([doc])
+    assert "measured, SLO missed" in html
+    serving = html.split("<h2>Serving")[1].split("<h2>")[0]
+    assert "3,330" not in serving and "1 trial(s) at 167-167 req/s" in serving and "not tested" in serving
+    assert serving.count("<svg") == 1  # the mlp chart; none for the untried transformer
+    head = html.split("<h2>Speed-up matrix")[0]
+    assert "serve" not in head.split("Serve cases are not in this table")[0]  # serve rows out of the headline

@@ -186,9 +186,10 @@ def test_a_serve_case_that_cannot_be_judged_says_why(slo, floor, service, why):
 
 def test_a_device_too_slow_to_certify_within_the_trial_bound_says_so():
     clock = serve.VirtualClock()
-    # 100 req/s at most; a 4 s trial needs 199 req/s to hold the 794 requests that certify p99 with one late
+    # 100 req/s at most; a 4 s trial needs 138 req/s to hold 1.2 x the 459 requests that certify p99 with none late
     out = rate_search.run_case(lambda b: clock.advance(0.01 * b), 2, 100.0, 0.05, clock, 1.0, 4.0, 10)
-    assert out["max_rate_at_slo"] is None and "trial can certify (199 req/s: 662 requests)" in out["serve_reason"]
+    assert out["max_rate_at_slo"] is None and out["serve_status"] == "unsupported"
+    assert out["serve_reason"].startswith("not tested: at most 100 req/s fit the SLO, under the 138 req/s")
 
 
 def test_a_late_harness_is_counted_in_the_latencies_and_noted_not_hidden():
@@ -214,10 +215,12 @@ def test_the_precheck_stops_a_case_that_cannot_be_judged_after_a_few_calls():
 
     pre = rate_search.precheck(step, 64, 15.0, 0.3, clock, 10.0)
     assert pre["serve_reason"] == "one request alone takes 80 ms, at or over the SLO of 15 ms"
-    assert calls == [1, 1, 1, 1, 64] and pre["service_ms"] == {"1": pytest.approx(80.0)}
+    assert calls == [1, 1, 1, 1, 64] and pre["service_ms"] == {"1": pytest.approx(80.0), "64": pytest.approx(3008.0)}
+    assert pre["serve_status"] == "slo_missed"  # measured: the device's answer, not "unsupported"
     # too slow to certify: 32 / 1.5 s = 21 req/s (27 with the margin) under the 79 req/s a 10 s trial needs
     slow = rate_search.precheck(lambda b: clock.advance(0.05 if b == 1 else 1.5), 32, 130.0, 0.3, clock, 10.0)
-    assert "trial can certify" in slow["serve_reason"]
+    assert slow["serve_reason"].startswith("not tested") and slow["serve_status"] == "unsupported"
+    assert slow["capacity_batch"] == 1  # batch 32 takes 1.5 s, over the SLO: not where capacity comes from
     fine = rate_search.precheck(lambda b: clock.advance(0.001 + 0.0001 * b), 64, 10.0, 0.3, clock, 10.0)
     assert fine["serve_reason"] == "" and fine["capacity_rate"] == pytest.approx(64 / 0.0074)
 
@@ -245,3 +248,12 @@ def test_a_tight_slo_is_the_bound_where_a_trial_under_capacity_fails():
     cap = max(b / service(b) for b in serve.buckets(32))
     res = virtual_search(service, 32, 0.001, 0.004, cap)
     assert res.max_rate_at_slo is not None and res.bound == "slo"
+
+
+def test_capacity_comes_only_from_batches_whose_service_time_fits_the_slo():
+    """review-1 finding 7: 3,330 req/s from batch 1024 at 307 ms was quoted beside a 10 ms SLO."""
+    service = {1: 0.00899, 2: 0.0103, 4: 0.00967, 8: 0.00987, 1024: 0.307}
+    rate, batch = rate_search.capacity_at_slo(service, 0.010 * (1 - serve.MAX_DELAY_SLO_SHARE))
+    assert batch == 1 and rate == pytest.approx(1 / 0.00899)
+    assert rate_search.capacity_at_slo(service, 1.0) == (pytest.approx(1024 / 0.307), 1024)
+    assert rate_search.capacity_at_slo({1: 0.02, 4: 0.05}, 0.01) == (pytest.approx(50.0), 1)  # none fits

@@ -30,7 +30,31 @@ def serve_rows(run: RunData) -> pd.DataFrame:
     """The run's serve cases that were measured: searched, or found unable to serve at the SLO (with why)."""
     t = run.table
     judged = t["serve_reason"].fillna("").astype(str) != ""
-    return t[(t["mode"] == "serve") & ((t["status"] == "ok") | ((t["status"] == "unsupported") & judged))]
+    return t[
+        (t["mode"] == "serve") & (t["status"].isin(["ok", "slo_missed"]) | ((t["status"] == "unsupported") & judged))
+    ]
+
+
+def _capacity(r: pd.Series) -> Cell:
+    """The capacity, from the service time of the batch it comes from (shown), one figure per row."""
+    cap, b = _v(r["capacity_rate"]), _v(r.get("capacity_batch"))
+    if cap is None:
+        return num(None)
+    return Cell(human(cap), cls="num", below=f"b{int(b)}: {b / cap * 1e3:.3g} ms a batch" if b else "estimate")
+
+
+def _tried(run: RunData, case_id: str) -> str:
+    """``3 rates tried, 10-20 req/s, trials 4.8-10 s``: what the search ran, or "" where it ran nothing."""
+    rec = next((r for r in storage.case_records(run.doc) if r.id == case_id), None)
+    trials = (rec.info.get("serve_trials") if rec else None) or []
+    if not trials:
+        return ""
+    rates = [float(t["rate"]) for t in trials]
+    secs = [float(t.get("duration_s") or 0) for t in trials]
+    return (
+        f"{len(trials)} trial(s) at {human(min(rates))}-{human(max(rates))} req/s, "
+        f"{min(secs):.3g}-{max(secs):.3g} s each"
+    )
 
 
 def cpu_reference(r: pd.Series) -> str:
@@ -66,9 +90,10 @@ def capacity(run: RunData, prices: costs.Prices | None = None, gpu_name: str | N
             num(r["slo_ms"], "{:g}"),
         ]
         if found is None:
-            rows.append(
-                [*common, na(f"none: {r['serve_reason'] or 'no rate passed'}", colspan=6), num(r["capacity_rate"])]
-            )
+            why = str(r["serve_reason"] or "no rate passed")
+            tried = _tried(run, str(r["case_id"]))
+            text = why if why.startswith("not tested") else f"SLO missed: {why}" + (f" ({tried})" if tried else "")
+            rows.append([*common, na(text, colspan=6), _capacity(r)])
             continue
         bracket = f"[{human(r['rate_bracket_low'])}, {human(r['rate_bracket_high'])}]"
         bound = BOUND_SAYS.get(str(r.get("serve_bound") or ""))
@@ -87,7 +112,7 @@ def capacity(run: RunData, prices: costs.Prices | None = None, gpu_name: str | N
             cells.append(Cell(human(c.per_million), cls="num") if c else na("no price"))
         else:
             cells.append(na("--prices"))
-        rows.append([*common, *cells, num(r["capacity_rate"])])
+        rows.append([*common, *cells, _capacity(r)])
     cur = prices.currency if prices is not None else "cost"
     headers = [
         "case",
@@ -98,7 +123,7 @@ def capacity(run: RunData, prices: costs.Prices | None = None, gpu_name: str | N
         "J/request",
         "vs CPU fp32 (+-5%, the search's resolution)",
         f"{cur} per million requests",
-        "capacity req/s (batch rate)",
+        "capacity req/s (the batch that fits the SLO)",
     ]
     return [
         Para(
@@ -106,7 +131,8 @@ def capacity(run: RunData, prices: costs.Prices | None = None, gpu_name: str | N
             "early-stopping rule), with a dynamic batcher up to the case's batch; latency runs from each "
             "request's scheduled arrival to its result on the host; a trial must also keep up (at its last "
             "arrival at most 5% of its requests still waiting), so no rate above the capacity passes, whatever "
-            "the SLO. Capacity: the best of batch size / service time over the batch sizes."
+            "the SLO. Capacity: the best of batch size / service time over the batch sizes whose service time "
+            "fits the SLO less the batcher's longest wait (the batch and its service time are shown)."
         ),
         Table(headers, rows, label="capacity at the latency SLO"),
         *charts_by_workload(run),
@@ -117,13 +143,14 @@ def charts_by_workload(run: RunData) -> list:
     """One latency-vs-rate chart per workload and SLO, every serve case's trials on it."""
     by: dict[tuple[str, float], dict] = {}
     for rec in storage.case_records(run.doc):
-        if rec.case.mode != "serve" or not rec.ok or rec.case.slo_ms is None:
+        if rec.case.mode != "serve" or rec.status not in ("ok", "slo_missed") or rec.case.slo_ms is None:
             continue
         trials = rec.info.get("serve_trials") or []
         g = by.setdefault((rec.case.workload, rec.case.slo_ms), {"series": {}, "found": {}})
         label = rec.id.split("-serve-", 1)[1]
         g["series"][label] = [(t.get("achieved_rate") or 0.0, t.get("p50_ms"), t.get("p99_ms")) for t in trials]
         g["found"][label] = rec.info.get("max_rate_at_slo")
+    by = {k: g for k, g in by.items() if any(g["series"].values())}  # no trial ran: no empty chart
     return [
         Svg(charts.latency_vs_rate(g["series"], slo, g["found"], f"{w}: latency vs request rate (SLO {slo:g} ms)"))
         for (w, slo), g in by.items()
