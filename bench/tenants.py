@@ -230,12 +230,12 @@ def _mix(
     info.update(
         {k: first[k] for k in ("math_mode", "framework", "devices", "pci_bus_ids", "params", "compile_s") if k in first}
     )
-    rate = len(lat) * case.global_batch / sum(lat)
+    # each request is a round: the median rate with its CI, as every other case's (not 1 / mean latency)
+    info.update(loop.summarize(case, lat, 1))
     info.update(
         status="ok",
         tenants=2,
         neighbour=case.neighbour,
-        samples_per_s=rate,
         steps_per_round=1,
         rounds=len(lat),
         shared_window_s=window[1] - window[0],
@@ -247,7 +247,7 @@ def _mix(
         alone_latency_p99_s=a99,
         latency_p99_inflation=p99 / a99 if a99 else None,
         neighbour_samples_per_s=neighbour,
-        alone_samples_per_s=len(solo) * case.global_batch / sum(solo),
+        alone_samples_per_s=case.global_batch / stats.percentile(solo, 50),
         sharing_verdict=(
             f"p99 {a99 * 1e3:.3g} ms alone, {p99 * 1e3:.3g} ms beside {case.neighbour_case().mode} "
             f"at batch {case.neighbour_case().per_replica_batch} ({p99 / a99:.2g}x)"

@@ -72,7 +72,8 @@ def test_every_workload_trains_and_infers_on_jax(jax_run):
 
 def test_serving_on_jax(jax_run):
     e = jax_run[3]["mlp-serve-cpu-jax-fp32-b64-slo10ms"]
-    assert e["status"] == "ok", e.get("reason")
+    # measured either way; a loaded CI machine may find no rate under the 10 ms SLO: slo_missed, with why
+    assert e["status"] == ("ok" if e["max_rate_at_slo"] is not None else "slo_missed"), e.get("reason")
     assert e["xla_scope"] == "forward (jax.jit, one executable per bucket size)" and e["compile_s"] > 0
     assert e["capacity_rate"] > 0 and e["buckets"] == [1, 2, 4, 8, 16, 32, 64] and e["serve_trials"]
     if e["max_rate_at_slo"] is not None:  # (a loaded CI machine may find none, and say why)

@@ -53,6 +53,7 @@ def matrix(run: RunData) -> list:
     cols = list(dict.fromkeys(_config(r) for _, r in t.iterrows()))
     left_out = [c for c in cols if all(r["status"] == "unsupported" for _, r in t.iterrows() if _config(r) == c)]
     rows: dict[str, dict[str, Cell]] = {}
+    shaky = set(t.loc[t["unstable"].astype(bool), "case_id"])
     for _, r in t.iterrows():
         s = sp.get(r["case_id"])
         if r["case_id"] == analysis.baseline_id(r) and r["status"] == "ok":
@@ -64,6 +65,9 @@ def matrix(run: RunData) -> list:
                 style=f"background:{_cell_colour(s.value)}",
                 title=r["case_id"],
                 below=f"{_x(s.ci_low)}-{_x(s.ci_high)}",
+                # a ratio is as steady as its shakier side: the baseline's flag shows here too
+                badge="unstable" if {r["case_id"], analysis.baseline_id(r)} & shaky else None,
+                badge_cls="warn",
             )
         elif r["status"] == "ok":
             cell = Cell(f"{human(r['samples_per_s'])}/s", cls="num")

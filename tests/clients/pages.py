@@ -1,7 +1,7 @@
 """Every kind of page accelbench publishes, built from the sample results, for the validators.
 
 ``build(out)`` writes reports (CPU-only, 8 GPUs with a baseline and prices, hostile names, one A100
-held against published figures) and
+held against published figures, the real default CPU run and H200 runs alone and together) and
 two sites (a testbed with 12 nights and published night reports; one with 3 nights, the judge
 still gathering) under ``out`` and returns the HTML files.
 """
@@ -65,6 +65,12 @@ def build(out: Path, results: Path | None = None) -> list[Path]:
     render([a100], out / "report-a100")
     if results is not None:
         render([storage.load(results)], out / "report-fresh")
+    # the real runs: the default CPU run, each H200 file alone and the three together
+    render([storage.load(DATA / "cpu_default_run.json")], out / "report-cpu-default")
+    h200 = [storage.load(DATA / "h200" / f"{k}.json") for k in ("smoke-cpu-and-gpu1", "standard-gpu1", "tenants-mix")]
+    for d in h200:
+        render([d], out / f"report-h200-{d['run']['id']}")
+    render(h200, out / "report-h200-all")
     _site(out / "site12", cpu, "cpu-dev", 12, (9, 10, 11))
     shared = make_samples.tenant_record(
         Case("mlp", "train", "gpu", 1, False, "tf32", False, 1024, tenants=2), 150000.0, [0.6, 0.55], "H100", "gpu8-run"
