@@ -99,6 +99,7 @@ def _update_to_3(doc: dict) -> dict:
         upgrades.short_window_energy(e)
         upgrades.executed_flops(e, profile)
         upgrades.serve_outcome(e)
+        upgrades.mix_rate(r)
     return doc
 
 

@@ -98,3 +98,15 @@ def serve_outcome(e: dict) -> None:
         e["status"], e["reason"] = "slo_missed", reason or "no rate passed"
     elif reason and not reason.startswith("not tested"):
         e["reason"] = e["serve_reason"] = f"not tested: {reason}"
+
+
+def mix_rate(record: dict) -> None:
+    """The mix's latency tenant: its rate as the median over its requests (was 1 / mean latency)."""
+    e = record.get("extra_info") or {}
+    data = (record.get("stats") or {}).get("data") or []
+    if not e.get("neighbour") or not data or e.get("status") != "ok":
+        return
+    per = sorted(float(t) for t in data)
+    n = len(per)
+    median = per[n // 2] if n % 2 else (per[n // 2 - 1] + per[n // 2]) / 2
+    e["samples_per_s"] = 1.0 / median if median > 0 else e.get("samples_per_s")

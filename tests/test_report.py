@@ -519,3 +519,19 @@ def test_the_default_cpu_runs_serve_cases_each_get_one_honest_outcome():
     assert serving.count("<svg") == 1  # the mlp chart; none for the untried transformer
     head = html.split("<h2>Speed-up matrix")[0]
     assert "serve" not in head.split("Serve cases are not in this table")[0]  # serve rows out of the headline
+
+
+def test_the_mix_rate_is_a_median_and_unstable_baselines_are_flagged_where_their_ratios_appear(h200_runs):
+    """review-1 findings 9, 12, 17."""
+    mix = next(r["extra_info"] for r in storage.records(h200_runs["tenants-mix"]) if r["extra_info"].get("neighbour"))
+    assert mix["samples_per_s"] == pytest.approx(1 / 0.3687e-3, rel=0.01)  # 2,712/s, not 1 / mean latency (2,616)
+    html = html_report([h200_runs["smoke-cpu-and-gpu1"]])
+    matrix = html.split("<h2>Speed-up matrix")[1].split("</table>")[0]
+    cell = re.search(r'title="cnn-infer-cpu-jax-mixed_bfloat16-b16"[^>]*>(.*?)</td>', matrix).group(1)
+    assert "unstable" in cell  # its baseline, cnn-infer-cpu-jax-fp32-b16, has a CV of 12.3%
+    cpu = analysis.load_run(storage.load(DATA / "cpu_default_run.json"))
+    rows = analysis.headline(cpu)
+    assert all(h["mode"] != "serve" for h in rows)
+    gm, scope = analysis.geomean_headline(cpu)
+    vals = [h["speedup"].value for h in rows]
+    assert gm == pytest.approx(float(np.exp(np.mean(np.log(vals))))) and "all on the CPU" in scope

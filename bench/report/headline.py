@@ -85,11 +85,12 @@ def _gpu_cell(h: dict, column: str, run: RunData) -> Cell:
 
 def _unstable(run: RunData, *case_ids: str) -> str:
     """``; baseline unstable (CV 12.3%)`` for each of the cases flagged unstable, as the matrix marks them."""
-    t = run.table.set_index("case_id")
+    rows = {str(r["case_id"]): r for _, r in run.table.iterrows()}
     out = ""
     for role, cid in zip(("", "baseline "), case_ids):
-        if cid in t.index and bool(t.at[cid, "unstable"]):
-            out += f"; {role}unstable (CV {100 * float(t.at[cid, 'step_time_cv']):.1f}%)"
+        r = rows.get(cid)
+        if r is not None and bool(r["unstable"]):
+            out += f"; {role}unstable (CV {100 * float(r['step_time_cv']):.1f}%)"
     return out
 
 
