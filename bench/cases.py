@@ -86,6 +86,28 @@ def parse_device_spec(text: str) -> DeviceConfig:
     raise UserError(f"device must be 'cpu' or 'gpu:K' with K >= 1; got {text!r}")
 
 
+ID_PARTS = ("workload", "mode", "device", "backend", "parallelism", "precision", "xla", "batch", "slo", "tenants")
+_ID_RE = re.compile(
+    r"^(?P<workload>[a-z0-9_]+)-(?P<mode>[a-z]+)"
+    r"-(?P<device>(?:cpu|gpu)\d*(?:x\d+nodes)?(?:-virtual)?)"
+    rf"(?:-(?P<backend>{'|'.join(b for b in BACKENDS if b != 'tensorflow')}))?(?:-(?P<parallelism>mp))?"
+    rf"-(?P<precision>{'|'.join(PRECISIONS)})(?:-(?P<xla>xla))?"
+    r"-(?P<batch>b\d+)(?:-(?P<slo>slo[0-9.e+]+ms))?(?:-(?P<tenants>t\d+|beside-.+))?$"
+)
+
+
+def parse_id(case_id: str) -> dict[str, str]:
+    """A case id's named parts (``Case.id_parts``), "" where absent.
+
+    Raises:
+        ValueError: not a case id.
+    """
+    m = _ID_RE.match(case_id)
+    if not m:
+        raise ValueError(f"not a case id: {case_id!r}")
+    return {k: m[k] or "" for k in ID_PARTS}
+
+
 @dataclass(frozen=True)
 class Case:
     """One measurement. ``per_replica_batch`` is fixed; the global batch grows with replicas."""
@@ -156,19 +178,34 @@ class Case:
         """Samples per step over all replicas on all nodes (weak scaling; one replica under model parallelism)."""
         return self.per_replica_batch * self.replicas
 
+    def id_parts(self) -> dict[str, str]:
+        """The id as a table of named parts (``ID_PARTS``, in order; "" where a part is absent).
+
+        TensorFlow ids are unchanged from before the backend axis (results stay comparable);
+        other backends add theirs after the device, and ``mp`` under model parallelism. JAX
+        always compiles with XLA, so its ids carry no ``xla``. The optional suffixes: the serve
+        SLO, and N tenants or the mix's neighbour.
+        """
+        return {
+            "workload": self.workload,
+            "mode": self.mode,
+            "device": self.device.label,
+            "backend": "" if self.backend == "tensorflow" else self.backend,
+            "parallelism": "mp" if self.parallelism == "model" else "",
+            "precision": self.precision,
+            "xla": "xla" if self.xla and self.backend == "tensorflow" else "",
+            "batch": f"b{self.per_replica_batch}",
+            "slo": f"slo{self.slo_ms:g}ms" if self.slo_ms is not None else "",
+            "tenants": f"beside-{self.neighbour}" if self.neighbour else f"t{self.tenants}" if self.tenants > 1 else "",
+        }
+
     @property
     def id(self) -> str:
         """E.g. ``cnn-train-gpu2-mixed_bfloat16-xla-b64``, ``mlp-infer-cpu2-virtual-fp32-b64``, ``mlp-train-gpu1-jax-tf32-b1024``.
 
-        TensorFlow ids are unchanged from before the backend axis (results stay comparable);
-        other backends add theirs after the device, and ``-mp`` under model parallelism. JAX
-        always compiles with XLA, so its ids carry no ``-xla``.
+        The non-empty parts of ``id_parts`` joined by ``-``; ``parse_id`` reads them back.
         """
-        xla = "-xla" if self.xla and self.backend == "tensorflow" else ""
-        dev = self.device.label + backend_tag(self.backend, self.parallelism)
-        slo = f"-slo{self.slo_ms:g}ms" if self.slo_ms is not None else ""
-        tenants = f"-beside-{self.neighbour}" if self.neighbour else f"-t{self.tenants}" if self.tenants > 1 else ""
-        return f"{self.workload}-{self.mode}-{dev}-{self.precision}{xla}-b{self.per_replica_batch}{slo}{tenants}"
+        return "-".join(v for v in self.id_parts().values() if v)
 
     def to_dict(self) -> dict:
         """The case's fields, as stored in results (``slo_ms`` only on serve cases, ``tenants`` only above 1)."""

@@ -2,6 +2,7 @@ import pytest
 
 from bench.cases import Case, DeviceConfig, expand, parse_device_spec
 from bench.errors import UserError
+from bench.precision import PRECISIONS
 
 
 def case(**kw):
@@ -116,3 +117,29 @@ def test_a_case_reads_from_a_table_row_or_an_older_record():
         del old[k]  # results written before those fields existed
     assert Case.of(old) == Case("mlp", "train", "cpu", 1, False, "fp32", False, 64)
     assert Case.of({**old, "nodes": float("nan"), "backend": None}).id == "mlp-train-cpu-fp32-b64"
+
+
+def test_every_planned_id_reads_back_into_its_named_parts():
+    """The id is a table of named parts: parse_id(case.id) == case.id_parts() for every kind of case."""
+    from bench.cases import ID_PARTS, parse_id
+
+    cases = [
+        *expand(
+            ["mlp", "cnn"],
+            ["train", "infer"],
+            [DeviceConfig("cpu"), DeviceConfig("gpu", 2), DeviceConfig("cpu", 2, True)],
+            list(PRECISIONS),
+            (False, True),
+            {"mlp": 64, "cnn": 16},
+        ),
+        Case("mlp", "train", "gpu", 8, False, "tf32", True, 1024, nodes=2),
+        Case("mlp", "infer", "cpu", 2, True, "fp32", True, 64, backend="jax", parallelism="model"),
+        Case("transformer", "serve", "gpu", 1, False, "mixed_bfloat16", False, 32, backend="jax", slo_ms=130.0),
+        Case("mlp", "train", "gpu", 1, False, "fp32", False, 64, tenants=4),
+        Case("mlp", "train", "gpu", 1, False, "fp32", True, 64, backend="jax").mix(),
+    ]
+    for c in cases:
+        parts = parse_id(c.id)
+        assert parts == c.id_parts() and list(parts) == list(ID_PARTS), c.id
+    with pytest.raises(ValueError, match="not a case id"):
+        parse_id("mlp-train-gpu1-fp64-b64")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from bench import stats
+from bench.cases import parse_id
 from bench.report import analysis
 from bench.report.analysis import RunData, fmt_ratio
 from bench.report.html import Cell, Para, Table, na, num
@@ -56,9 +57,9 @@ def headline_text(h: dict) -> str:
 
 # the headline's GPU columns: which planned device labels each one covers
 GPU_COLUMNS = {
-    "gpu1_fp32": lambda dev, cid: dev == "gpu1" and "-fp32-" in cid,
-    "gpu1_best": lambda dev, cid: dev == "gpu1",
-    "multi_best": lambda dev, cid: dev.startswith("gpu") and dev != "gpu1",
+    "gpu1_fp32": lambda p: p["device"] == "gpu1" and p["precision"] == "fp32",
+    "gpu1_best": lambda p: p["device"] == "gpu1",
+    "multi_best": lambda p: p["device"].startswith("gpu") and p["device"] != "gpu1",
 }
 
 
@@ -74,11 +75,15 @@ def _gpu_cell(h: dict, column: str, run: RunData) -> Cell:
     if case is not None:  # measured, with no CPU fp32 case to hold it against
         return Cell(f"{human(run.samples_median(case))}/s", cls="num", below=f"{case}; no CPU fp32 case")
     covers = GPU_COLUMNS[column]
-    if any(covers(c.split("-")[2], c) for c in h["gpu_not_run"]):
+    if any(covers(p) for p in h["gpu_not_run"]):
         return na("not run")
-    planned = run.doc.get("run", {}).get("planned") or []
-    prefix = f"{h['workload']}-{h['mode']}-"
-    if planned and not any(c.startswith(prefix) and covers(c.split("-")[2], c) for c in planned):
+    planned = []
+    for c in run.doc.get("run", {}).get("planned") or []:
+        try:
+            planned.append(parse_id(c))
+        except ValueError:
+            continue
+    if planned and not any((p["workload"], p["mode"]) == (h["workload"], h["mode"]) and covers(p) for p in planned):
         return na("not planned")
     return na("not measured")
 

@@ -6,6 +6,7 @@ Plain data (tables of cells, paragraphs, charts) for the templates, which escape
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -77,19 +78,16 @@ def matrix(run: RunData) -> list:
     # a configuration nothing ran in (every case unsupported: a CPU-only machine's GPU columns) is
     # left out; the unsupported cases are listed by reason further down
     ran = {_config(r) for _, r in t.iterrows() if r["status"] != "unsupported"}
-    missing = analysis.not_run(run)
-    for cid in missing:  # a configuration only planned cases of had: its column, saying so
-        w, mode, *_ = cid.split("-")
-        batch = next(p for p in cid.split("-")[2:] if p.startswith("b") and p[1:].isdigit())
-        if f"{w} {mode} {batch}" in rows and _config_of_id(cid) not in cols:
-            cols.append(_config_of_id(cid))
-        ran.add(_config_of_id(cid))
+    # planned cases with no record: (row, column) of each, from the id's named parts
+    missing = {(f"{p['workload']} {p['mode']} {p['batch']}", _config_of_parts(p)) for p in analysis.not_run_parts(run)}
+    for rk, c in sorted(missing):  # a configuration only planned cases of had: its column, saying so
+        if rk in rows and c not in cols:
+            cols.append(c)
+        ran.add(c)
     cols = [c for c in cols if c in ran]
 
     def gap(rk: str, c: str) -> Cell:
-        w, mode, b = rk.split()
-        cid = f"{w}-{mode}-{'-'.join(c.replace('cpu1', 'cpu', 1).split())}-{b}"
-        return na("not run") if any(m == cid or m.startswith(cid + "-") for m in missing) else na("")
+        return na("not run") if (rk, c) in missing else na("")
 
     body = [[rk, *[cells.get(c) or gap(rk, c) for c in cols]] for rk, cells in rows.items()]
     table = Table(["workload mode batch", *cols], body, "matrix", wrap=True, label="speed-up matrix")
@@ -99,16 +97,17 @@ def matrix(run: RunData) -> list:
     return [table, Para(note, small=True)]
 
 
-def _config_of_id(cid: str) -> str:
-    """A planned case's matrix column from its id (``mlp-train-gpu1-jax-tf32-b64`` -> ``gpu1 jax tf32``)."""
-    parts = cid.split("-")[2:]
-    end = next(i for i, p in enumerate(parts) if p.startswith("b") and p[1:].isdigit())
-    middle = parts[:end]
-    if middle and middle[0] == "cpu":
-        middle[0] = "cpu1"
-    if len(middle) > 1 and middle[1] == "virtual":
-        middle = [f"{middle[0]}-virtual", *middle[2:]]
-    return " ".join(middle)
+def _config_of_parts(p: dict[str, str]) -> str:
+    """A planned case's matrix column (as ``_config`` names it) from its id's named parts."""
+    device = re.sub(r"x\d+nodes", "", p["device"])
+    device = "cpu1" + device[3:] if device.startswith("cpu") and not device[3:4].isdigit() else device
+    backend = f" {p['backend']}{'-mp' if p['parallelism'] else ''}" if p["backend"] else ""
+    tenants = p["tenants"]
+    if tenants.startswith("beside-"):
+        tenants = f" beside {tenants[len('beside-') :]}"
+    elif tenants:
+        tenants = f" x{tenants[1:]} tenants"
+    return f"{device}{backend} {p['precision']}{' xla' if p['xla'] else ''}{tenants}"
 
 
 def _ms(v: Any) -> float | None:
