@@ -155,6 +155,8 @@ def combine(
         tenant_slowdown=[alone_rate / r if r else None for r in sh.shared],
         alone_samples_per_s=alone_rate,
         alone_step_time_median_s=alone["extra_info"].get("step_time_median_s"),
+        # the reference every ratio here divides by: measured while other processes used the machine?
+        alone_busy=bool(alone["extra_info"].get("busy")),
         stp=sh.stp,
         antt=sh.antt,
         worst_slowdown=sh.worst_slowdown,

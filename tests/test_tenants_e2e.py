@@ -25,8 +25,10 @@ def test_two_cpu_tenants_report_stp_worst_slowdown_and_fairness_in_every_output(
     e = t2.info
     assert t2.ok, t2.reason
     assert e["sharing_mode"] == "cpu" and e["tenants"] == 2 and len(e["tenant_samples_per_s"]) == 2
-    # two jobs on two shared cores: at least what one does alone would be plausible, beyond 2 is not
-    assert 0.3 < e["stp"] < 2.6 and 0.3 < e["worst_slowdown"] < 10 and 0 < e["fairness"] <= 1
+    # two jobs on two shared cores: at least what one does alone would be plausible, beyond 2 is not,
+    # unless the alone reference ran while the machine was busy (the other test worker) and is low
+    assert 0.3 < e["stp"] < (4.0 if e["alone_busy"] else 2.6), (e["stp"], e["alone_busy"])
+    assert 0.3 < e["worst_slowdown"] < 10 and 0 < e["fairness"] <= 1
     assert e["stp"] == pytest.approx(sum(e["tenant_samples_per_s"]) / e["alone_samples_per_s"])
     assert e["shared_window_s"] > 0 and e["rounds"] >= 2
     logs = sorted(p.name for p in path.with_suffix(".logs").iterdir())
