@@ -535,3 +535,12 @@ def test_the_mix_rate_is_a_median_and_unstable_baselines_are_flagged_where_their
     gm, scope = analysis.geomean_headline(cpu)
     vals = [h["speedup"].value for h in rows]
     assert gm == pytest.approx(float(np.exp(np.mean(np.log(vals))))) and "all on the CPU" in scope
+
+
+def test_the_mix_shows_its_sharing_mode_memory_and_why_there_is_no_stp(h200_runs):
+    """review-1 finding 9: the mode was only in report.md, the recorded tenant memory showed as "-"."""
+    html = html_report([h200_runs["tenants-mix"]])
+    sharing = html.split("<h2>Sharing one device")[1].split("<h2>")[0]
+    assert "time-slicing" in sharing and "mlp-train-gpu1-jax-fp32-b64-t2 planned, not run" in sharing
+    memory = html.split("<h2>Memory")[1].split("</table>")[0]
+    assert "<td class=\"num\">1566</td>" in memory  # 719 + 923 MB that NVML listed for the two tenants

@@ -175,7 +175,10 @@ def memory(run: RunData) -> list:
                 _mib(r["device_peak_mem_bytes"], "{:.1f}"),
                 _mib(r.get("device_peak_mem_compile_bytes"), "{:.1f}"),
                 _mib(r["host_peak_rss_bytes"], "{:.0f}"),
-                _mib(r["nvml_memory_used_bytes"], "{:.0f}"),
+                # tenants: NVML's per-process figures, summed over the tenants
+                _mib(r["nvml_memory_used_bytes"], "{:.0f}")
+                if r["nvml_memory_used_bytes"] is not None and not pd.isna(r["nvml_memory_used_bytes"])
+                else _mib(r.get("tenant_gpu_mem_sum_bytes"), "{:.0f}"),
             ]
             for _, r in g.iterrows()
         ]

@@ -6,6 +6,7 @@ are labelled so: their figures never stand for GPU interference.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from bench import storage
@@ -105,6 +106,16 @@ def section(run: RunData) -> list:
                     (r.case.tenants, float(r.info["stp"]), r.info.get("worst_slowdown"))
                 )
             out.append(Svg(charts.sharing(series, f"Sharing {device}: STP and worst slowdown against N")))
+        if not copies:  # STP and fairness come only from N copies: say why there are none
+            planned = [c for c in run.doc.get("run", {}).get("planned") or [] if re.search(r"-t\d+$", c)]
+            out.append(
+                Para(
+                    f"No N-copy case was measured ({', '.join(planned)} planned, not run): no STP or fairness."
+                    if planned
+                    else "No N-copy case in this run (--tenants N): no STP or fairness.",
+                    cls="na",
+                )
+            )
         mixed = [r for r in group if r.case.neighbour]
         if mixed:
             out.append(Table(MIX_HEADERS, [_mix_row(r) for r in mixed], label=f"beside a noisy neighbour: {device}"))
@@ -114,6 +125,7 @@ def section(run: RunData) -> list:
 MIX_HEADERS = [
     "latency case",
     "beside",
+    "sharing mode",
     "p50 ms alone",
     "p50 ms beside",
     "p99 ms alone",
@@ -133,6 +145,7 @@ def _mix_row(rec: CaseRecord) -> list:
     return [
         Cell(rec.id),
         Cell(rec.case.neighbour),
+        Cell(e.get("sharing_mode") or "-", title=e.get("sharing_note") or None),
         ms("alone_latency_p50_s"),
         ms("latency_p50_s"),
         ms("alone_latency_p99_s"),
