@@ -174,13 +174,15 @@ class Unjudgeable(Exception):
 ESTIMATE_MARGIN = 1.25  # a capacity estimated from one call may be this much too low
 
 
-def why_not(slo_ms: float, floor_ms: float, one_s: float, capacity: float, longest_s: float) -> tuple[str | None, str]:
+def why_not(
+    slo_ms: float, floor_ms: float, one_s: float, capacity: float, longest_s: float, margin: float = 1.0
+) -> tuple[str | None, str]:
     """(status, why) where no rate can be judged here, (None, "") where one can.
 
     ``slo_missed`` where one request alone misses the SLO (the device's answer); ``unsupported``,
     said as "not tested", where the harness cannot resolve the SLO or no certifiable trial fits.
     """
-    low = low_end(capacity, longest_s)
+    low = low_end(capacity * margin, longest_s)
     if FLOOR_SLOS * floor_ms > slo_ms:
         return "unsupported", (
             f"not tested: an SLO of {slo_ms:g} ms is not resolvable on this machine: the harness alone has a "
@@ -188,11 +190,15 @@ def why_not(slo_ms: float, floor_ms: float, one_s: float, capacity: float, longe
         )
     if one_s * 1e3 >= slo_ms:
         return "slo_missed", f"one request alone takes {one_s * 1e3:.3g} ms, at or over the SLO of {slo_ms:g} ms"
-    if low >= capacity:
+    if low >= capacity * margin:
         n = certified_at(0)
+        allowed = (
+            f", or {capacity * margin:.3g} allowing {margin - 1:.0%} for a one-call estimate" if margin > 1 else ""
+        )
         return "unsupported", (
-            f"not tested: at most {capacity:.3g} req/s fit the SLO, under the {low:.3g} req/s a {longest_s:g} s "
-            f"trial needs to hold {n} requests (with 20% to spare), the fewest that certify a p99 with none late"
+            f"not tested: the capacity within the SLO is {capacity:.3g} req/s{allowed}, under the {low:.3g} req/s "
+            f"a {longest_s:g} s trial needs to hold {n} requests (with 20% to spare), the fewest that certify "
+            "a p99 with none late"
         )
     return None, ""
 
@@ -216,7 +222,7 @@ def precheck(
     service = {1: service_time(step, 1, clock, 3), max_batch: max(service_time(step, max_batch, clock, 1), 1e-9)}
     delay_s = MAX_DELAY_SLO_SHARE * slo_ms / 1e3
     estimate, batch = capacity_at_slo(service, slo_ms / 1e3 - delay_s)
-    status, reason = why_not(slo_ms, floor_ms, service[1], estimate * ESTIMATE_MARGIN, longest_s)
+    status, reason = why_not(slo_ms, floor_ms, service[1], estimate, longest_s, ESTIMATE_MARGIN)
     return {
         "slo_ms": slo_ms,
         "harness_floor_p99_ms": floor_ms,

@@ -5,6 +5,8 @@ Each re-derives a figure from what the record itself holds, by the rule new reco
 
 from __future__ import annotations
 
+import re
+
 from bench.rate_search import capacity_at_slo
 from bench.serve import MAX_DELAY_SLO_SHARE
 from bench.telemetry.derive import power_limit_w
@@ -93,7 +95,16 @@ def serve_outcome(e: dict) -> None:
     untried = "is under the lowest rate" in reason or "not resolvable" in reason  # no trial ran
     if untried and not reason.startswith("not tested"):
         e["status"] = "unsupported"
-        e["reason"] = e["serve_reason"] = f"not tested: {reason}"
+        old = re.search(r"a ([\d.]+) s trial can certify \(([\d.]+) req/s: (\d+) requests\)", reason)
+        cap = e.get("capacity_rate")
+        if old and cap:  # the old text quoted a capacity with its estimate's margin: one figure, the row's
+            e["reason"] = e["serve_reason"] = (
+                f"not tested: no trial ran; the capacity within the SLO is {cap:.3g} req/s, and this run's rule "
+                f"asked {old[2]} req/s of a {old[1]} s trial ({old[3]} requests, one late allowed); the current "
+                "rule (459 requests, none late) starts lower"
+            )
+        else:
+            e["reason"] = e["serve_reason"] = f"not tested: {reason}"
     elif e["status"] == "ok" or reason.startswith("one request alone"):
         e["status"], e["reason"] = "slo_missed", reason or "no rate passed"
     elif reason and not reason.startswith("not tested"):

@@ -543,4 +543,4 @@ def test_the_mix_shows_its_sharing_mode_memory_and_why_there_is_no_stp(h200_runs
     sharing = html.split("<h2>Sharing one device")[1].split("<h2>")[0]
     assert "time-slicing" in sharing and "mlp-train-gpu1-jax-fp32-b64-t2 planned, not run" in sharing
     memory = html.split("<h2>Memory")[1].split("</table>")[0]
-    assert "<td class=\"num\">1566</td>" in memory  # 719 + 923 MB that NVML listed for the two tenants
+    assert '<td class="num">1566</td>' in memory  # 719 + 923 MB that NVML listed for the two tenants

@@ -189,7 +189,7 @@ def test_a_device_too_slow_to_certify_within_the_trial_bound_says_so():
     # 100 req/s at most; a 4 s trial needs 138 req/s to hold 1.2 x the 459 requests that certify p99 with none late
     out = rate_search.run_case(lambda b: clock.advance(0.01 * b), 2, 100.0, 0.05, clock, 1.0, 4.0, 10)
     assert out["max_rate_at_slo"] is None and out["serve_status"] == "unsupported"
-    assert out["serve_reason"].startswith("not tested: at most 100 req/s fit the SLO, under the 138 req/s")
+    assert out["serve_reason"].startswith("not tested: the capacity within the SLO is 100 req/s, under the 138 req/s")
 
 
 def test_a_late_harness_is_counted_in_the_latencies_and_noted_not_hidden():
