@@ -27,7 +27,9 @@ def test_serve_on_the_cpu_finds_a_rate_under_the_capacity_with_p99_under_the_slo
     (path,) = (tmp_path / "results").glob("*.json")
     (rec,) = storage.case_records(storage.load(path))
     e = rec.info
-    assert rec.id == "mlp-serve-cpu-fp32-b64-slo10ms" and rec.ok, e.get("reason")
+    # measured either way: ok with a rate, or slo_missed where a loaded machine finds none
+    assert rec.id == "mlp-serve-cpu-fp32-b64-slo10ms", rec.id
+    assert rec.status == ("ok" if e["max_rate_at_slo"] is not None else "slo_missed"), e.get("reason")
     assert 0 < e["harness_floor_p99_ms"] < 10.0 / serve.FLOOR_SLOS  # the machine can resolve a 10 ms SLO
     assert e["buckets"] == [1, 2, 4, 8, 16, 32, 64] and set(e["service_ms"]) == {"1", "2", "4", "8", "16", "32", "64"}
     if e["max_rate_at_slo"] is None:  # a loaded CI machine may fail every rate: then it must say why
