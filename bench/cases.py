@@ -24,12 +24,6 @@ BACKENDS = ("tensorflow", "jax")  # Keras 3 backends; TensorFlow first (the defa
 PARALLELISMS = ("data", "model")  # model: kernels sharded over the devices (Keras ModelParallel, JAX only)
 
 
-def backend_tag(backend: str, parallelism: str = "data") -> str:
-    """The part of a case id after the device label: ``""`` (TensorFlow, data), ``-jax``, ``-jax-mp``."""
-    tag = "" if backend == "tensorflow" else f"-{backend}"
-    return tag + ("-mp" if parallelism == "model" else "")
-
-
 @dataclass(frozen=True, order=True)
 class DeviceConfig:
     """Where a case runs: ``count`` devices of ``kind`` (logical splits of one if ``virtual``) on each of ``nodes``."""

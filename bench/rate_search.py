@@ -143,11 +143,13 @@ def service_time(
     return float(np.median(times))
 
 
-def capacity_at_slo(service_s: dict[int, float], budget_s: float) -> tuple[float, int]:
-    """(requests/s, batch): the best batch / service time over the batches that fit ``budget_s``.
+def capacity_at_slo(service_s: dict[int, float], slo_s: float) -> tuple[float, int]:
+    """(requests/s, batch): the best batch / service time over the batches that fit the SLO.
 
-    ``budget_s`` is the SLO less the batcher's longest wait; where no batch fits, one request at a time.
+    A batch fits where its service time is within the SLO less the batcher's longest wait
+    (``MAX_DELAY_SLO_SHARE`` of it); where none fits, one request at a time.
     """
+    budget_s = slo_s * (1 - MAX_DELAY_SLO_SHARE)
     fits = {b: s for b, s in service_s.items() if s <= budget_s}
     if not fits:
         return 1.0 / service_s[min(service_s)], min(service_s)
@@ -220,8 +222,7 @@ def precheck(
     """
     step(1)
     service = {1: service_time(step, 1, clock, 3), max_batch: max(service_time(step, max_batch, clock, 1), 1e-9)}
-    delay_s = MAX_DELAY_SLO_SHARE * slo_ms / 1e3
-    estimate, batch = capacity_at_slo(service, slo_ms / 1e3 - delay_s)
+    estimate, batch = capacity_at_slo(service, slo_ms / 1e3)
     status, reason = why_not(slo_ms, floor_ms, service[1], estimate, longest_s, ESTIMATE_MARGIN)
     return {
         "slo_ms": slo_ms,
@@ -266,7 +267,7 @@ def run_case(
     heartbeat("serve: service time per bucket")
     service = {b: service_time(step, b, clock, *SERVICE_REPS) for b in sizes}
     delay_s = MAX_DELAY_SLO_SHARE * slo_ms / 1e3
-    capacity, cap_batch = capacity_at_slo(service, slo_ms / 1e3 - delay_s)
+    capacity, cap_batch = capacity_at_slo(service, slo_ms / 1e3)
     if cap_batch == max_batch and rounds_rate:  # the timed rounds ran at the max batch: many more samples
         capacity = max(capacity, rounds_rate)
     out: dict = {

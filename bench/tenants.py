@@ -238,8 +238,6 @@ def _mix(
         status="ok",
         tenants=2,
         neighbour=case.neighbour,
-        steps_per_round=1,
-        rounds=len(lat),
         shared_window_s=window[1] - window[0],
         latency_p50_s=p50,
         latency_p90_s=stats.percentile(lat, 90),

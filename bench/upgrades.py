@@ -6,9 +6,9 @@ Each re-derives a figure from what the record itself holds, by the rule new reco
 from __future__ import annotations
 
 import re
+import statistics
 
 from bench.rate_search import capacity_at_slo
-from bench.serve import MAX_DELAY_SLO_SHARE
 from bench.telemetry.derive import power_limit_w
 from bench.telemetry.energy_check import SHORT_WINDOW_SOURCE, window_energy
 from workloads import WORKLOADS
@@ -23,7 +23,7 @@ def gpu_cost_analysis(e: dict) -> None:
 def short_window_energy(e: dict) -> None:
     """A record's energy from its GPUs' instant-power traces where the counter's window was too short.
 
-    As new records are measured (``bench.telemetry.energy_check.window_energy``, as new records are measured); else unchanged.
+    By the rule new records are measured with (``bench.telemetry.energy_check.window_energy``); else unchanged.
     """
     window, old = e.get("telemetry_window_s"), e.get("energy_j")
     gpus = (e.get("telemetry") or {}).get("gpus") or []
@@ -88,7 +88,7 @@ def serve_outcome(e: dict) -> None:
     slo_ms = float(e.get("slo_ms") or 0)
     service = {int(b): float(ms) / 1e3 for b, ms in e["service_ms"].items()}
     if slo_ms:
-        e["capacity_rate"], e["capacity_batch"] = capacity_at_slo(service, slo_ms / 1e3 * (1 - MAX_DELAY_SLO_SHARE))
+        e["capacity_rate"], e["capacity_batch"] = capacity_at_slo(service, slo_ms / 1e3)
     if e.get("max_rate_at_slo") is not None:
         return
     reason = str(e.get("serve_reason") or "")
@@ -117,7 +117,5 @@ def mix_rate(record: dict) -> None:
     data = (record.get("stats") or {}).get("data") or []
     if not e.get("neighbour") or not data or e.get("status") != "ok":
         return
-    per = sorted(float(t) for t in data)
-    n = len(per)
-    median = per[n // 2] if n % 2 else (per[n // 2 - 1] + per[n // 2]) / 2
+    median = statistics.median(float(t) for t in data)
     e["samples_per_s"] = 1.0 / median if median > 0 else e.get("samples_per_s")

@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import protocol
+from bench import protocol, storage
 from bench.cases import Case
 from bench.coordination import coordinator
 from bench.precision import PrecisionSpec
@@ -177,11 +177,11 @@ class WorkerSession:
         else:
             record = records.unmeasured(case, info)
         self.spool.send(protocol.Record(record))
-        if info["status"] not in ("ok", "slo_missed") and self.coord.leave_after_failure():
+        if info["status"] not in storage.NOT_FAILED and self.coord.leave_after_failure():
             # a cluster's other workers are still inside this case's collectives: going on to the
             # next case would desynchronise them. Leave; they see a peer failure and stop too.
             os._exit(3)
-        if info["status"] in ("unsupported", "slo_missed"):  # answers, not failures
+        if info["status"] != "ok" and info["status"] in storage.NOT_FAILED:  # answers, not failures
             pytest.skip(f"{case_id}: {info['status']}: {info['reason']}")
         if info["status"] != "ok":
             pytest.fail(f"{case_id}: {info['status']}: {info['reason']}", pytrace=False)

@@ -358,8 +358,9 @@ def _infer_fn(model: Any) -> Any:
 def _xla_figures(lowered: Any, compiled: Any, platform: str) -> dict:
     """XLA's own FLOP count and buffer sizes of the compiled step, and the dots and convolutions as lowered.
 
-    The cost analysis and buffers are per device under SPMD, where reported; and the dots and convolutions of the step as lowered (the whole step, before any library call
-    replaces them: valid on GPUs, where the cost analysis misses cuBLAS and cuDNN).
+    The cost analysis and buffers are per device under SPMD, where reported. The dots and convolutions
+    are the whole step's as lowered, before any library call replaces them: valid on GPUs too, where
+    the cost analysis misses cuBLAS and cuDNN (there it is kept under a name that says so).
     """
     out: dict = {}
     try:

@@ -92,15 +92,25 @@ def not_run(run: RunData) -> list[str]:
     return [c for c in run.doc.get("run", {}).get("planned") or [] if c not in recorded]
 
 
-def not_run_parts(run: RunData) -> list[dict[str, str]]:
-    """The named parts (``bench.cases.parse_id``) of each planned case with no record, with its ``id``."""
+def _parts(ids: list[str]) -> list[dict[str, str]]:
+    """The named parts (``bench.cases.parse_id``) of each id, with its ``id``; ids it cannot read are left out."""
     out = []
-    for c in not_run(run):
+    for c in ids:
         try:
             out.append({**parse_id(c), "id": c})
         except ValueError:  # an id of an older or newer accelbench: listed by not_run, not placed
             continue
     return out
+
+
+def not_run_parts(run: RunData) -> list[dict[str, str]]:
+    """The named parts of each planned case with no record."""
+    return _parts(not_run(run))
+
+
+def planned_parts(run: RunData) -> list[dict[str, str]]:
+    """The named parts of each planned case (none for a file without a plan)."""
+    return _parts(list(run.doc.get("run", {}).get("planned") or []))
 
 
 def _gpu1_fp32(g: pd.DataFrame) -> pd.DataFrame:
@@ -121,11 +131,13 @@ def headline(run: RunData) -> list[dict]:
     ``gpu1_fp32``: (case, ratio) of one GPU in fp32 (TF32 off); ``gpu1_best``: the best one-GPU case;
     ``multi_best``: the same over several real GPUs; ``speedup``: the best configuration overall;
     ``baseline_measured``: whether CPU fp32 ran (else the ratios are None and the absolute figures stand);
-    ``not_run``: the workload and mode's planned cases with no record (``gpu_not_run`` those on GPUs).
+    ``not_run``: the workload and mode's planned cases with no record (``gpu_not_run`` those on GPUs);
+    ``planned``: the named parts of all its planned cases (an older file without a plan: none).
     """
     # N tenants' aggregate is not a configuration of one job: the sharing section has them
     t = run.table[(run.table["status"] == "ok") & (run.table["tenants"] == 1) & (run.table["mode"] != "serve")]
     missing = not_run_parts(run)
+    planned = planned_parts(run)
     out = []
     for (w, mode), g in t.groupby(["workload", "mode"], sort=False):
         g = g[g["per_replica_batch"] == g["per_replica_batch"].max()]
@@ -134,6 +146,7 @@ def headline(run: RunData) -> list[dict]:
         multi = g[(g["device_kind"] == "gpu") & (g["device_count"] > 1) & (~g["virtual"].astype(bool))]
         row = g[g["case_id"] == best_case].iloc[0]
         gone = [p for p in missing if (p["workload"], p["mode"]) == (w, mode)]
+        ours = [p for p in planned if (p["workload"], p["mode"]) == (w, mode)]
         out.append(
             {
                 "workload": w,
@@ -150,6 +163,7 @@ def headline(run: RunData) -> list[dict]:
                 "multi_best": _best(run, multi),
                 "not_run": [p["id"] for p in gone],
                 "gpu_not_run": [p for p in gone if p["device"].startswith("gpu")],
+                "planned": ours,
             }
         )
     return out

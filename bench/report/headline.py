@@ -8,7 +8,6 @@ from __future__ import annotations
 import pandas as pd
 
 from bench import stats
-from bench.cases import parse_id
 from bench.report import analysis
 from bench.report.analysis import RunData, fmt_ratio
 from bench.report.html import Cell, Para, Table, na, num
@@ -77,13 +76,7 @@ def _gpu_cell(h: dict, column: str, run: RunData) -> Cell:
     covers = GPU_COLUMNS[column]
     if any(covers(p) for p in h["gpu_not_run"]):
         return na("not run")
-    planned = []
-    for c in run.doc.get("run", {}).get("planned") or []:
-        try:
-            planned.append(parse_id(c))
-        except ValueError:
-            continue
-    if planned and not any((p["workload"], p["mode"]) == (h["workload"], h["mode"]) and covers(p) for p in planned):
+    if run.doc.get("run", {}).get("planned") and not any(covers(p) for p in h["planned"]):
         return na("not planned")
     return na("not measured")
 

@@ -157,7 +157,7 @@ def html_report(
                 "ok": counts.get("ok", 0),
                 "unsupported": counts.get("unsupported", 0),
                 "slo_missed": counts.get("slo_missed", 0),
-                "failed": sum(v for k, v in counts.items() if k not in ("ok", "unsupported", "slo_missed")),
+                "failed": sum(v for k, v in counts.items() if k not in storage.NOT_FAILED),
                 "status": run.doc["run"].get("status"),
                 "not_run": len(analysis.not_run(run)),
                 "planned": len(run.doc["run"].get("planned") or []),

@@ -11,7 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from bench import stats
+from bench import stats, storage
+from bench.cases import Case
 from bench.report import analysis, charts
 from bench.report.analysis import RunData, fmt_ratio
 from bench.report.console import case_note
@@ -35,16 +36,8 @@ def _cell_colour(x: float) -> str:
 
 
 def _config(r: pd.Series) -> str:
-    """``cpu1 fp32``, ``gpu2 mixed_bfloat16 xla``, ``cpu2-virtual jax-mp fp32`` (JAX always compiles: no ``xla``)."""
-    backend = r.get("backend") or "tensorflow"
-    be = "" if backend == "tensorflow" else f" {backend}{'-mp' if r.get('parallelism') == 'model' else ''}"
-    xla = " xla" if r["xla"] and backend == "tensorflow" else ""
-    tenants = f" x{int(r['tenants'])} tenants" if int(r.get("tenants") or 1) > 1 else ""
-    if r.get("neighbour") and not pd.isna(r.get("neighbour")):  # the mix: one request at a time beside training
-        tenants = f" beside {r['neighbour']}"
-    return (
-        f"{r['device_kind']}{r['device_count']}{'-virtual' if r['virtual'] else ''}{be} {r['precision']}{xla}{tenants}"
-    )
+    """A recorded case's matrix column (``_config_of_parts`` of its id's parts)."""
+    return _config_of_parts(Case.of(r).id_parts())
 
 
 def matrix(run: RunData) -> list:
@@ -98,7 +91,11 @@ def matrix(run: RunData) -> list:
 
 
 def _config_of_parts(p: dict[str, str]) -> str:
-    """A planned case's matrix column (as ``_config`` names it) from its id's named parts."""
+    """A matrix column from a case id's named parts (``Case.id_parts``, or ``parse_id`` of a planned id).
+
+    ``cpu1 fp32``, ``gpu2 mixed_bfloat16 xla``, ``cpu2-virtual jax-mp fp32`` (JAX always compiles: no
+    ``xla``), ``gpu1 fp32 x2 tenants``, ``gpu1 jax fp32 beside train-b64``; nodes are not a column.
+    """
     device = re.sub(r"x\d+nodes", "", p["device"])
     device = "cpu1" + device[3:] if device.startswith("cpu") and not device[3:4].isdigit() else device
     backend = f" {p['backend']}{'-mp' if p['parallelism'] else ''}" if p["backend"] else ""
@@ -243,7 +240,7 @@ def failed(run: RunData) -> list:
                 label="planned cases that did not run",
             )
         )
-    bad = t[~t["status"].isin(["unsupported", "slo_missed"])]  # serve outcomes are in Serving
+    bad = t[~t["status"].isin(storage.NOT_FAILED)]  # serve outcomes are in Serving
     if not bad.empty:
         rows = [[r["case_id"], r["status"], r["reason"]] for _, r in bad.iterrows()]
         blocks.append(Table(["case", "status", "reason"], rows, label="failed cases"))

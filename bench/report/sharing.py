@@ -6,12 +6,11 @@ are labelled so: their figures never stand for GPU interference.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from bench import storage
 from bench.cases import Case
-from bench.report import charts
+from bench.report import analysis, charts
 from bench.report.analysis import RunData
 from bench.report.html import Cell, Para, Svg, Table, num
 from bench.report.mdtext import md
@@ -107,7 +106,7 @@ def section(run: RunData) -> list:
                 )
             out.append(Svg(charts.sharing(series, f"Sharing {device}: STP and worst slowdown against N")))
         if not copies:  # STP and fairness come only from N copies: say why there are none
-            planned = [c for c in run.doc.get("run", {}).get("planned") or [] if re.search(r"-t\d+$", c)]
+            planned = [p["id"] for p in analysis.planned_parts(run) if p["tenants"].startswith("t")]
             out.append(
                 Para(
                     f"No N-copy case was measured ({', '.join(planned)} planned, not run): no STP or fairness."

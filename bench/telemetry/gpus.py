@@ -280,10 +280,10 @@ class _GPUWindow:
         self._processes()
         throttle, info = nvml.decode_reasons(self.mask)
         energy, source = None, None
+        counter = (float(e1) - float(self.e0)) / 1000.0 if self.e0 is not None and e1 is not None else None
         if self.lost:
             self.reasons["gpu"] = "GPU lost during the window"
-        elif (self.e0 is not None and e1 is not None) or len(self.power) >= 2:
-            counter = (float(e1) - float(self.e0)) / 1000.0 if self.e0 is not None and e1 is not None else None
+        elif counter is not None or len(self.power) >= 2:
             energy, source, why = window_energy(counter, self.power, duration)
             if why:
                 self.reasons.setdefault("energy", why)
