@@ -56,7 +56,7 @@ def table(run: RunData, tablefmt: str = "simple") -> str:
         if r["status"] == "unsupported":
             unsupported.setdefault(str(r["reason"]), []).append(str(r["case_id"]))
             continue
-        note = r["reason"] if r["status"] != "ok" else case_note(r)
+        note = case_note(r) if r["status"] in ("ok", "slo_missed") else r["reason"]  # a serve outcome says itself
         rows.append(
             [
                 r["case_id"],
