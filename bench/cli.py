@@ -31,6 +31,12 @@ def _tenants(text: str) -> tuple[tuple[int, ...], bool]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+STALL_HELP = (
+    "kill a worker that reports no progress for S seconds; its case is recorded as timeout "
+    "(default: the profile's compile allowance + 3 x case budget)"
+)
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -78,12 +84,8 @@ def parser() -> argparse.ArgumentParser:
         "the cost of sharing (STP, worst slowdown, fairness); mix: each training case's batch-1 "
         "inference beside it (p99 latency alone vs beside training); docs/method.md",
     )
-    r.add_argument(
-        "--precisions",
-        type=_list,
-        default=("auto",),
-        help="auto (default: all four) or a comma list of fp32, tf32, mixed_float16, mixed_bfloat16",
-    )
+    precisions = "auto (default: all four) or a comma list of fp32, tf32, mixed_float16, mixed_bfloat16"
+    r.add_argument("--precisions", type=_list, default=("auto",), help=precisions)
     r.add_argument("--xla", default="off", help="off (default) | on | both (TensorFlow; JAX always compiles)")
     r.add_argument(
         "--backend",
@@ -108,14 +110,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("-k", dest="keyword", default="", help="pytest -k expression over case ids")
     r.add_argument("--sampler-interval", type=float, default=0.1, help="telemetry sampling interval, s (>= 0.1)")
     r.add_argument("--no-sampler", action="store_true", help="no background telemetry sampling")
-    r.add_argument(
-        "--stall-timeout",
-        type=float,
-        default=None,
-        metavar="S",
-        help="kill a worker that reports no progress for S seconds; its case is recorded as timeout "
-        "(default: the profile's compile allowance + 3 x case budget)",
-    )
+    r.add_argument("--repeats", type=_positive_int, default=1, metavar="N", help="workers per case (run-level)")
+    r.add_argument("--compile-cache", default="auto", metavar="DIR|off", help="JAX's compile cache, or off")
+    r.add_argument("--stall-timeout", type=float, default=None, metavar="S", help=STALL_HELP)
     r.add_argument(
         "--shard", default="", metavar="I/N", help="run only shard I of N of the plan (merge with accelbench merge)"
     )
@@ -231,6 +228,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         keyword=a.keyword,
         sampler_interval_s=a.sampler_interval,
         sampler=not a.no_sampler,
+        compile_cache=a.compile_cache,
+        repeats=a.repeats,
         stall_timeout_s=a.stall_timeout,
         shard=a.shard,
         nodes=cluster.world if cluster else 1,

@@ -30,7 +30,7 @@ CASE_COLUMNS = [
 # what a column means in results written before it existed
 COLUMN_DEFAULTS = {"nodes": 1, "backend": "tensorflow", "parallelism": "data", "tenants": 1}
 # columns that hold True/False on every row (never empty), so pandas reads them as bool
-BOOL_COLUMNS = ("virtual", "xla", "unstable", "busy")
+BOOL_COLUMNS = ("virtual", "xla", "unstable", "busy", "target_missed")
 # columns with one value per device: in the CSV, the values joined by ";" (empty where not measured)
 LIST_COLUMNS = (
     "device_peak_mem_per_device_bytes",
@@ -45,6 +45,8 @@ FIGURE_COLUMNS = [
     "samples_per_s",
     "samples_per_s_ci_low",
     "samples_per_s_ci_high",
+    "run_ci_low",  # where a rerun in a fresh worker may land (bench.spread): the run-level interval
+    "run_ci_high",
     "step_time_median_s",
     "step_time_p90_s",
     "step_time_cv",
@@ -78,6 +80,16 @@ FIGURE_COLUMNS = [
     "first_step_s",
     "model_parallel_split_fraction",
     "xla_flops_per_device_step",
+    # the stopping rule (bench.stopping): the CI half-width aimed at and reached, and why the rounds ended
+    "ci_method",
+    "ci_target_rel",
+    "ci_achieved_rel",
+    "stop_reason",
+    "target_missed",
+    # the persistent compile cache: off, miss, hit (or partial); a hit's compile_s is the load, cold_compile_s the first compile's
+    "compile_cache",
+    "cold_compile_s",
+    "probe_case",  # the case whose worker measured the matmul peak (probed once per run, device and precision)
     "case_wall_s",  # the case's whole time in its worker: build, compile, rounds, latency or rate search
     # serve: the highest request rate whose p99 is certified under the SLO, and how it was found
     "max_rate_at_slo",

@@ -17,6 +17,7 @@ from typing import Any
 from bench import stats
 from bench.cases import Case
 from bench.profiles import Timing
+from bench.stopping import Schedule
 
 
 class PlacementError(RuntimeError):
@@ -37,6 +38,7 @@ class Probe:
 
 
 PROBE_REPS = 4  # matmuls per chain in the matmul probe
+BUDGET_SLACK = 1.1  # the rounds may outlast the case budget by this factor (K rounds up)
 
 
 def best_matmul_rate(run_chain: Callable[[], Any], n: int, budget_s: float) -> float:
@@ -56,12 +58,22 @@ def best_matmul_rate(run_chain: Callable[[], Any], n: int, budget_s: float) -> f
     return best
 
 
-def plan_rounds(step_s: float, timing: Timing) -> tuple[int, int]:
-    """(steps per round K, rounds R) for a step of ``step_s`` seconds within the budget."""
-    round_s = max(timing.min_round_s, timing.case_budget_s / timing.target_rounds)
-    k = max(1, math.ceil(round_s / max(step_s, 1e-9)))
-    r = int(timing.case_budget_s // (k * max(step_s, 1e-9)))
-    return k, max(timing.min_rounds, min(timing.max_rounds, r))
+def plan_rounds(step_s: float, timing: Timing) -> tuple[int, Schedule]:
+    """(steps per round K, the looks the case budget reaches) for a step of ``step_s`` seconds.
+
+    The round length is fixed here, once: ``timing.round_s`` (the budget over the cap, at least
+    the profile's shortest round). A step so slow that the cap's rounds outlast the budget keeps
+    the looks the budget reaches, and at least the first (fewer looks keep the miss bound).
+    """
+    k = max(1, math.ceil(timing.round_s / max(step_s, 1e-9)))
+    # K rounds up, so K steps last a little longer than round_s: a tenth over the budget still
+    # reaches the cap (else a fast step would always lose its last look to the rounding)
+    r = int(BUDGET_SLACK * timing.case_budget_s / (k * max(step_s, 1e-9)))
+    return k, timing.schedule.within(r)
+
+
+class StopRounds(Exception):
+    """Raised after a round (outside its timing) when the stopping rule says the rounds are enough."""
 
 
 def timed_rounds(
@@ -72,12 +84,15 @@ def timed_rounds(
     pedantic: Callable[..., Any],
     setup: Callable[[], None] | None = None,
     barrier: Callable[[], None] | None = None,
+    enough: Callable[[], bool] | None = None,
 ) -> Any:
-    """Run ``rounds`` rounds of ``steps_per_round`` steps, one sync per round, via ``pedantic``.
+    """Run up to ``rounds`` rounds of ``steps_per_round`` steps, one sync per round, via ``pedantic``.
 
     ``setup`` runs before each round, outside the timed part (a progress heartbeat).
     ``barrier`` closes each round inside the timed part (a cluster's inference rounds have no
     collective of their own, so rank 0's round time would not cover the other workers).
+    ``enough`` runs after each round, outside the timed part (pytest-benchmark's teardown, after
+    the round is in its statistics): True ends the rounds there (the stopping rule's look).
     """
     last: list[Any] = [None]
 
@@ -90,7 +105,14 @@ def timed_rounds(
             barrier()
         last[0] = out
 
-    pedantic(one_round, setup=setup, rounds=rounds, iterations=1, warmup_rounds=0)
+    def after_round() -> None:
+        if enough is not None and enough():
+            raise StopRounds
+
+    try:
+        pedantic(one_round, setup=setup, teardown=after_round, rounds=rounds, iterations=1, warmup_rounds=0)
+    except StopRounds:
+        pass
     return last[0]
 
 
@@ -108,9 +130,12 @@ def latencies(step: Callable[[], Any], sync: Callable[[], Any], n: int, budget_s
     return out
 
 
-def summarize(case: Case, round_times: Sequence[float], k: int) -> dict:
-    """Throughput and step-time figures of the timed rounds (names as in the CSV)."""
-    t = stats.throughput(round_times, case.global_batch * k, k)
+def summarize(case: Case, round_times: Sequence[float], k: int, rank: int | None = None) -> dict:
+    """Throughput and step-time figures of the timed rounds (names as in the CSV).
+
+    ``rank``: the stopping look's rank, whose interval is the CI (else the fixed-n 95% ranks).
+    """
+    t = stats.throughput(round_times, case.global_batch * k, k, rank=rank)
     return {
         "samples_per_s": t.median,
         "samples_per_s_ci_low": t.ci_low,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jinja2
 
-from bench import profiles, serve, stats, tenants
+from bench import profiles, serve, stats, stopping, tenants
 
 # the modules whose defaults the text states (bench.telemetry exports a function named derive)
 derive_mod = importlib.import_module("bench.telemetry.derive")
@@ -37,9 +37,16 @@ def markdown() -> str:
         .render(
             warmup=std.warmup_steps,
             warmup_smoke=smoke.warmup_steps,
-            min_rounds=min(p.min_rounds for p in profiles.PROFILES.values()),
-            target=std.target_rounds,
-            target_large=large.target_rounds,
+            min_round=f"{std.min_round_s:g}",
+            looks=", ".join(map(str, std.looks)),
+            looks_smoke=", ".join(map(str, smoke.looks)),
+            looks_large=", ".join(map(str, large.looks)),
+            target_gpu=f"{100 * std.ci_target['gpu']:g}",
+            target_cpu=f"{100 * std.ci_target['cpu']:g}",
+            target_cpu_smoke=f"{100 * smoke.ci_target['cpu']:g}",
+            max_lag1=f"{stopping.MAX_LAG1:g}",
+            clock_pct=f"{100 * stopping.CLOCK_DRIFT:g}",
+            temp_c=f"{stopping.TEMP_RISE_C:g}",
             unstable_pct=f"{stats.UNSTABLE_CV * 100:.0f}",
             busy_pct=f"{derive_mod.BUSY_OTHER_CPU_PCT:.0f}",
             idle_s=f"{idle_mod.MIN_IDLE_S:.0f}",

@@ -56,7 +56,8 @@ def built():
     t0 = time.perf_counter()
     b.step()
     measure.sync()
-    k, rounds = measure.plan_rounds(time.perf_counter() - t0, PROFILES[PROFILE])
+    k, schedule = measure.plan_rounds(time.perf_counter() - t0, PROFILES[PROFILE])
+    rounds = schedule.cap
     yield measure, b, case, k, rounds
     done = [r for r in RESULTS.values() if {"bare", "on", "off"} <= set(r)]
     if done:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench import capability, serve, tenants
+from bench import capability, compile_cache, serve, tenants
 from bench.capability import Support
 from bench.cases import (
     BACKENDS,
@@ -33,6 +33,9 @@ def _choices(kind: str, values: tuple[str, ...], allowed: tuple[str, ...]) -> tu
     return values
 
 
+MAX_REPEATS = 10  # workers per case at most (--repeats)
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """What ``accelbench run`` was asked for; every cross-field check is here."""
@@ -56,6 +59,8 @@ class RunOptions:
     slo_ms: float | None = None  # serve: one p99 bound for every workload and device (default: each workload's)
     tenants: tuple[int, ...] = ()  # beside each case, the same case as N tenants sharing its device
     tenant_mix: bool = False  # beside each training case, its batch-1 inference next to it (a latency tenant)
+    repeats: int = 1  # workers per case: 1 = a rotating share of cases gets a second one (bench.spread)
+    compile_cache: str = "auto"  # JAX's persistent compile cache: auto (the user's cache folder), off, or a folder
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -102,6 +107,9 @@ class RunOptions:
             raise UserError("--tenants and --cluster do not mix: tenants share one device of one machine")
         if self.sampler_interval_s < 0.1:
             raise UserError(f"--sampler-interval must be >= 0.1 s (<= 10 Hz); got {self.sampler_interval_s}")
+        if not 1 <= self.repeats <= MAX_REPEATS:
+            raise UserError(f"--repeats must be from 1 to {MAX_REPEATS}; got {self.repeats}")
+        compile_cache.root_of(self.compile_cache)  # a path that is a file: one line, before anything runs
 
     @property
     def parallelisms(self) -> tuple[str, ...]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from bench.errors import UserError
+from bench.stopping import SCHEDULES, Schedule
 
 
 @dataclass(frozen=True)
@@ -15,11 +16,14 @@ class Timing:
         case_budget_s: wall time the timed rounds of one case aim for (seconds).
         min_round_s: shortest round (seconds); >= 1 s on GPUs so NVML's energy counter,
             updated every ~100 ms, resolves a round.
-        target_rounds: rounds aimed for; min_rounds: never fewer (>= 6 gives a
-            distribution-free 95% CI of the median); max_rounds: never more.
+        looks, ranks: the rounds at which the median's CI is looked at, and its ranks there
+            (``bench.stopping``: any look misses the median with at most 5% chance); the last
+            look is the cap, and each round lasts ``max(min_round_s, case_budget_s / cap)``.
+        ci_target: the CI half-width (relative to the median) a case stops at, per device kind.
         warmup_steps: steps after the first (compiling) call, before calibration.
         latency_steps: individually synced inference steps for latency percentiles.
-        probe_n: matrix size of the matmul probe, per device kind.
+        probe_n: matrix size of the matmul probe, per device kind (one size in every profile,
+            so one device has one peak per precision whatever the profile).
         probe_budget_s: wall time of the matmul probe (seconds).
         latency_batch1: add a batch-1 inference case per workload and device.
         compile_allowance_s: the longest a worker may stay silent while it starts TensorFlow
@@ -33,9 +37,9 @@ class Timing:
 
     case_budget_s: float
     min_round_s: float
-    target_rounds: int
-    min_rounds: int
-    max_rounds: int
+    looks: tuple[int, ...]
+    ranks: tuple[int, ...]
+    ci_target: dict
     warmup_steps: int
     latency_steps: int
     probe_n: dict
@@ -45,6 +49,26 @@ class Timing:
     serve_trial_s: float = 1.0
     serve_max_trial_s: float = 10.0
     serve_max_trials: int = 10
+
+    def __post_init__(self) -> None:
+        # read back from a plan's JSON the looks are lists: one value, one type
+        object.__setattr__(self, "looks", tuple(self.looks))
+        object.__setattr__(self, "ranks", tuple(self.ranks))
+
+    @property
+    def schedule(self) -> Schedule:
+        """The looks and ranks of the stopping rule."""
+        return Schedule(tuple(self.looks), tuple(self.ranks))
+
+    @property
+    def min_rounds(self) -> int:
+        """The fewest rounds a case runs (the first look)."""
+        return self.looks[0]
+
+    @property
+    def round_s(self) -> float:
+        """Each round's length, fixed after calibration."""
+        return max(self.min_round_s, self.case_budget_s / self.looks[-1])
 
     @property
     def stall_timeout_s(self) -> float:
@@ -56,10 +80,57 @@ class Timing:
         return asdict(self)
 
 
+PROBE_N = {"cpu": 2048, "gpu": 8192}  # large enough to be the device's peak (report-review-1 finding 11)
+
+
+def _profile(name: str, **kw) -> Timing:
+    s = SCHEDULES[name]
+    return Timing(looks=s.looks, ranks=s.ranks, probe_n=dict(PROBE_N), **kw)
+
+
 PROFILES: dict[str, Timing] = {
-    "smoke": Timing(1.2, 0.04, 10, 6, 30, 2, 20, {"cpu": 512, "gpu": 4096}, 0.4, False, 300.0, 0.5, 4.0, 8),
-    "standard": Timing(20.0, 1.0, 10, 6, 30, 5, 100, {"cpu": 2048, "gpu": 8192}, 3.0, True, 900.0, 1.0, 10.0, 10),
-    "large": Timing(60.0, 1.0, 20, 6, 60, 10, 200, {"cpu": 4096, "gpu": 16384}, 5.0, True, 1800.0, 3.0, 30.0, 10),
+    "smoke": _profile(
+        "smoke",
+        case_budget_s=1.2,
+        min_round_s=0.04,
+        ci_target={"cpu": 0.05, "gpu": 0.01},
+        warmup_steps=2,
+        latency_steps=20,
+        probe_budget_s=0.4,
+        latency_batch1=False,
+        compile_allowance_s=300.0,
+        serve_trial_s=0.5,
+        serve_max_trial_s=4.0,
+        serve_max_trials=8,
+    ),
+    "standard": _profile(
+        "standard",
+        case_budget_s=20.0,
+        min_round_s=1.0,
+        ci_target={"cpu": 0.02, "gpu": 0.01},
+        warmup_steps=5,
+        latency_steps=100,
+        probe_budget_s=3.0,
+        latency_batch1=True,
+        compile_allowance_s=900.0,
+        serve_trial_s=1.0,
+        serve_max_trial_s=10.0,
+        serve_max_trials=10,
+    ),
+    "large": _profile(
+        "large",
+        case_budget_s=60.0,
+        min_round_s=1.0,
+        ci_target={"cpu": 0.02, "gpu": 0.01},
+        warmup_steps=10,
+        latency_steps=200,
+        probe_budget_s=5.0,
+        latency_batch1=True,
+        compile_allowance_s=1800.0,
+        serve_trial_s=3.0,
+        serve_max_trial_s=30.0,
+        serve_max_trials=10,
+    ),
 }
 
 

@@ -42,6 +42,8 @@ class WorkerPlan:
     skip: tuple[str, ...] = ()  # cluster resume: cases an earlier attempt finished (rank 0 knows)
     # one tenant of a shared device (bench.tenant_run): index, of, go (the start file), window_s
     tenant: Mapping[str, Any] | None = None
+    # matmul peaks measured earlier in the run on this device kind, by precision: tflops, n, dtype, case_id
+    probes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def ids(self) -> list[str]:
@@ -72,6 +74,7 @@ class WorkerPlan:
             "cluster": dict(self.cluster) if self.cluster else None,
             "skip": list(self.skip),
             "tenant": dict(self.tenant) if self.tenant else None,
+            "probes": {k: dict(v) for k, v in self.probes.items()},
         }
 
     @classmethod
@@ -92,6 +95,7 @@ class WorkerPlan:
             cluster=d.get("cluster") or None,
             skip=tuple(d.get("skip") or ()),
             tenant=d.get("tenant") or None,
+            probes=d.get("probes") or {},
         )
 
     def fingerprint(self, versions: Sequence[str] = ()) -> int:

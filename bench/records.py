@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bench import storage
 from bench.cases import Case
+from bench.profiles import Timing
 from workloads import WORKLOADS
 
 
@@ -57,3 +60,29 @@ def measured(case: Case, benchmark_record: dict, info: dict, round_times_s: list
     rec["stats"] = storage.per_sample_stats(list(round_times_s), case.global_batch * info["steps_per_round"])
     rec["extra_info"] = info
     return rec
+
+
+def probes_of(done: Sequence[storage.CaseRecord], device_kind: str, timing: Timing) -> dict[str, dict]:
+    """The matmul peaks this run already measured on ``device_kind``, by precision (for later workers).
+
+    A peak is measured once per run, device kind and precision (time-to-answer.md: up to 12 s
+    per fp32 GPU case otherwise) by the first case that needs it; ``case_id`` names that case.
+    Only probes of the profile's size count, so a peak is always of the size the report shows.
+    """
+    out: dict[str, dict] = {}
+    for r in done:
+        e = r.info
+        if r.case.device_kind != device_kind or not e.get("peak_tflops_per_device") or r.case.tenants > 1:
+            continue
+        if e.get("probe_n") != timing.probe_n[device_kind]:
+            continue
+        out.setdefault(
+            r.case.precision,
+            {
+                "tflops": float(e["peak_tflops_per_device"]),
+                "n": int(e["probe_n"]),
+                "dtype": str(e.get("probe_dtype") or ""),
+                "case_id": str(e.get("probe_case") or r.id),
+            },
+        )
+    return out

@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench import __version__, backends, protocol, records, storage, tenant_run, watchdog
+from bench import __version__, backends, compile_cache, protocol, records, spread, storage, tenant_run, watchdog
 from bench.cases import Case, DeviceConfig
 from bench.cluster import Cluster
 from bench.devices import Machine
@@ -25,16 +25,15 @@ from bench.errors import UserError
 from bench.planning import RunOptions, plan
 from bench.protocol import WorkerPlan
 from bench.provenance import ci_context, commit_info, machine_info, new_run_id, now, results_path
-from bench.telemetry import gpus as nvml
-from bench.telemetry.idle import idle_power
+from bench.telemetry.idle import run_idle_power
 from bench.watchdog import (
     NCCL_HINT,
     RELEASE_WAIT_S,
     STALLS_IN_A_ROW,
     ClusterFailed,
     WorkerEnd,
+    casualty,
     kill_worker,
-    log_tail,
     multi_gpu,
     start_worker,
 )
@@ -80,6 +79,7 @@ class Run:
         self.opts, self.machine, self.path, self.doc = opts, machine, path, doc
         self.run_id: str = doc["run"]["id"]
         self.cluster = cluster
+        self.repeat = 0  # in the passes of further workers (bench.spread), which one: records go beside the first ones
         # in a cluster only rank 0 owns the results file and the report; other ranks keep logs
         self.owner = cluster is None or cluster.rank == 0
         self.plan = plan(self.opts, machine)
@@ -178,7 +178,7 @@ class Run:
         self._save()
         bar = self.progress(total=len(todo)) if self.progress else None
         try:
-            idle = self._idle_power(todo)
+            idle = run_idle_power(self.doc["run"], any(c.device_kind == "gpu" for c in todo))
             groups: dict[GroupKey, list[Case]] = {}
             skip: set[str] = set()
             if self.cluster:
@@ -193,9 +193,13 @@ class Run:
                     groups.setdefault(group_key(c), []).append(c)
             for key, cases in groups.items():
                 self._run_group(key, cases, idle, bar, skip)
+            self._repeat_workers(groups, idle, bar)
             for c in todo:  # after the ordinary cases: N workers at once on one device
                 if c.tenants > 1:
                     self._run_tenants(c, idle, bar)
+            self.doc["run"]["between_worker_spread"] = spread.annotate(
+                [r["extra_info"] for r in storage.records(self.doc)]
+            )
             self.doc["run"]["status"] = "complete"
         except KeyboardInterrupt:
             self.doc["run"]["status"] = "interrupted"
@@ -210,22 +214,37 @@ class Run:
                 bar.close()
         return self.path
 
-    def _idle_power(self, todo: list[Case]) -> dict:
-        """Idle power per GPU uuid (W), once per run, before any worker starts; never raises."""
-        if not any(c.device_kind == "gpu" for c in todo):
-            return {}
+    def _repeat_workers(self, groups: dict[GroupKey, list[Case]], idle: dict, bar) -> None:
+        """The same cases again in fresh workers (fresh process, compile cache off): the run-level spread."""
+        ok = storage.status_sets(self.doc)["ok"]
+        done = [c for cs in groups.values() for c in cs if c.mode in ("train", "infer") and c.id in ok]
+        again = set(spread.chosen(self.run_id, [c.id for c in done], self.opts.repeats))
+        if self.cluster or not again:
+            return
+        if bar is not None:
+            bar.total += len(again) * max(1, self.opts.repeats - 1)
         try:
-            found = nvml.discover()
-            if found.reason:
-                self.doc["run"]["idle_power_reason"] = found.reason
-                return {}
-            idle = idle_power(found.gpus)
-        except Exception as e:  # telemetry must never cost the run
-            self.doc["run"]["idle_power_reason"] = f"{type(e).__name__}: {e}"
+            for n in range(1, max(2, self.opts.repeats)):
+                self.repeat = n
+                for key, cases in groups.items():
+                    if [c for c in cases if c.id in again]:
+                        self._run_group(key, [c for c in cases if c.id in again], idle, bar)
+        finally:
+            self.repeat = 0
+
+    def _add(self, record: dict) -> None:
+        """A record of this run: a repeat worker's goes beside the case's first (never over it)."""
+        (storage.add_repeat if self.repeat else storage.add_record)(self.doc, record)
+
+    def _cache_env(self, key: GroupKey) -> dict[str, str]:
+        """A JAX worker's compile cache: its folder under ``--compile-cache`` for this stack and device."""
+        if key[3] != "jax":
             return {}
-        self.doc["run"]["idle_power"] = {u: i.to_dict() for u, i in idle.items()}
-        self.doc["run"]["idle_power_w"] = {u: i.power_w for u, i in idle.items()}
-        return self.doc["run"]["idle_power_w"]
+        if self.repeat:  # a repeat worker compiles afresh: the spread it measures includes XLA's autotuning
+            return compile_cache.jax_env(None)
+        folder = compile_cache.folder_for(self.opts.compile_cache, key[0].kind, self.machine)
+        self.doc["run"]["compile_cache"] = str(folder.parent) if folder else compile_cache.OFF
+        return compile_cache.jax_env(folder)
 
     def _plan_for(self, key: GroupKey, cases: list[Case], idle: dict, skip: Collection[str]) -> WorkerPlan:
         device, backend = key[0], key[3]
@@ -248,6 +267,10 @@ class Run:
             nvml_status=self.machine.nvml.reason or "ok",
             cluster=self.cluster.to_dict() if self.cluster else None,
             skip=tuple(sorted(skip)),
+            # probed once per run, device kind and precision; a cluster's nodes each probe their own
+            probes={}
+            if self.cluster
+            else records.probes_of(storage.case_records(self.doc), device.kind, self.opts.timing),
         )
 
     def _run_group(self, key: GroupKey, cases: list[Case], idle: dict, bar, skip: Collection[str] = ()) -> None:
@@ -261,10 +284,10 @@ class Run:
                 plan_path, spool = Path(d) / "plan.json", Path(d) / "spool.jsonl"
                 plan = self._plan_for(key, cases if self.cluster else remaining, idle, skip)
                 plan.write(plan_path)
-                log = logdir / f"{group_label(key)}-{attempt}.log"
+                log = logdir / f"{group_label(key)}{f'-repeat{self.repeat}' if self.repeat else ''}-{attempt}.log"
                 if self.cluster and self.cluster.rank > 0:
                     log = logdir / f"rank{self.cluster.rank}.log"
-                env = backends.worker_env(key[3], key[0], plan.gpu)
+                env = {**backends.worker_env(key[3], key[0], plan.gpu), **self._cache_env(key)}
                 before = len(remaining)
                 end = self._watch_worker(plan_path, spool, log, remaining, bar, env)
             if end.fatal:
@@ -276,7 +299,7 @@ class Run:
                 if hit and end.rc:
                     info = self._casualty(hit[0], end, log)
                     info["peer_failure"] = True
-                    storage.add_record(self.doc, records.unmeasured(hit[0], info))
+                    self._add(records.unmeasured(hit[0], info))
                     self._save()
                 raise ClusterFailed(
                     f"rank {self.cluster.rank}: the cluster broke "
@@ -295,7 +318,7 @@ class Run:
                     held = self._released(plan.gpu, end)
                     if held:
                         info["reason"] += f"; before the next worker: {held}"
-                storage.add_record(self.doc, records.unmeasured(case, info))
+                self._add(records.unmeasured(case, info))
                 self._save()
                 if bar is not None:
                     bar.update(1)
@@ -307,7 +330,11 @@ class Run:
         """A tenant case (bench.tenant_run): its record, or its failure as data."""
         key = group_key(case)
         plan = self._plan_for(key, [case], idle, ())
-        env = backends.worker_env(key[3], key[0], plan.gpu)
+        # tenants never fill the compile cache: an autotune under contention would pin a slow kernel
+        env = {
+            **backends.worker_env(key[3], key[0], plan.gpu),
+            **(compile_cache.jax_env(None) if key[3] == "jax" else {}),
+        }
         logdir = self.path.with_suffix(".logs")
         logdir.mkdir(parents=True, exist_ok=True)
         if bar is not None:
@@ -348,34 +375,13 @@ class Run:
                     f"{NCCL_HINT if multi_gpu(case) else ''}; log {log}"
                 ),
             )
-            storage.add_record(self.doc, records.unmeasured(case, info))
+            self._add(records.unmeasured(case, info))
             if bar is not None:
                 bar.update(1)
         self._save()
 
     def _casualty(self, case: Case, end: WorkerEnd, log: Path) -> dict:
-        info = records.case_info(case, self.run_id, self.opts.profile)
-        tail = log_tail(log)
-        if end.stalled:
-            info.update(
-                status="timeout",
-                reason=(
-                    f"no progress for {self.opts.stall_s:.0f} s (last: {end.phase or 'starting'}); worker killed "
-                    f"(a hung collective such as NCCL, or a stuck driver?{NCCL_HINT if multi_gpu(case) else ''}); "
-                    f"log {log}: {tail}"
-                ),
-            )
-            return info
-        rc = end.rc or 0
-        how = f"exit code {rc}"
-        if rc < 0:
-            how = f"killed by signal {-rc}" + (" (SIGKILL: often the kernel's OOM killer)" if rc == -9 else "")
-        oom = "out of memory" in tail.lower() or "oom" in tail.lower().split()
-        info.update(
-            status="oom" if oom else "error",
-            reason=f"worker process died ({how}) during this case; log {log}: {tail}",
-        )
-        return info
+        return casualty(records.case_info(case, self.run_id, self.opts.profile), case, end, log, self.opts.stall_s)
 
     def _watch_worker(
         self, plan_path: Path, spool: Path, log: Path, remaining: list[Case], bar, worker_env: Mapping[str, str]
@@ -419,7 +425,7 @@ class Run:
                 if bar is not None:
                     bar.set_postfix_str(f"{end.case_id or 'worker'}: {end.phase}", refresh=True)
             else:
-                storage.add_record(self.doc, dict(msg.record))
+                self._add(dict(msg.record))
                 remaining[:] = [c for c in remaining if c.id != msg.case_id]
                 self._save()
                 if bar is not None:

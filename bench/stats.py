@@ -33,6 +33,13 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float,
     return best
 
 
+def order_interval(values: Sequence[float], rank: int) -> tuple[float, float] | None:
+    """``(x_(rank), x_(n+1-rank))`` of the sorted values; None where the rank does not fit n."""
+    x = sorted(values)
+    n = len(x)
+    return (x[rank - 1], x[n - rank]) if 1 <= rank <= n // 2 else None
+
+
 def cv(values: Sequence[float]) -> float:
     """Coefficient of variation (sample stdev / mean); 0 for fewer than two values."""
     if len(values) < 2:
@@ -62,13 +69,19 @@ class Throughput:
     unstable: bool
 
 
-def throughput(round_times_s: Sequence[float], samples_per_round: int, steps_per_round: int) -> Throughput:
-    """Global throughput of each round = samples of the round / wall time of the round."""
+def throughput(
+    round_times_s: Sequence[float], samples_per_round: int, steps_per_round: int, rank: int | None = None
+) -> Throughput:
+    """Global throughput of each round = samples of the round / wall time of the round.
+
+    The CI is ``[x_(rank), x_(n+1-rank)]`` where a stopping rule chose the rank (its look's), else
+    the fixed-n 95% interval of :func:`median_ci`.
+    """
     t = np.asarray(round_times_s, dtype=float)
     if t.size == 0 or np.any(t <= 0):
         raise ValueError("round times must be positive and non-empty")
     thr = samples_per_round / t
-    ci = median_ci(list(thr))
+    ci = median_ci(list(thr)) if rank is None else order_interval(list(thr), rank)
     step = t / steps_per_round
     c = cv(list(thr))
     return Throughput(

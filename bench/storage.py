@@ -147,6 +147,33 @@ def add_record(doc: dict, record: dict) -> None:
     doc["benchmarks" if measured else "unmeasured"].append(record)
 
 
+REPEAT_FIELDS = (
+    "status",
+    "reason",
+    "samples_per_s",
+    "samples_per_s_ci_low",
+    "samples_per_s_ci_high",
+    "rounds",
+    "stop_reason",
+    "compile_s",
+    "compile_cache",
+    "case_wall_s",
+)
+
+
+def add_repeat(doc: dict, record: dict) -> None:
+    """A further worker's measurement of a recorded case: appended to its ``repeat_workers`` (bench.spread).
+
+    The case's own figures stay its first worker's; a repeat never replaces or removes a record.
+    """
+    cid, e = case_id_of(record), record["extra_info"]
+    for key in ("benchmarks", "unmeasured"):
+        for r in doc.get(key, []):
+            if case_id_of(r) == cid:
+                r["extra_info"].setdefault("repeat_workers", []).append({k: e.get(k) for k in REPEAT_FIELDS})
+                return
+
+
 def _clean(obj):
     """NaN/inf are not JSON: store them as null."""
     if isinstance(obj, float) and not math.isfinite(obj):

@@ -157,3 +157,28 @@ def wait_released(
         if clock() - t0 >= timeout_s:
             return f"the killed worker (pid {pid}) still held {', '.join(held)} after {timeout_s:.0f} s"
         sleep(0.5)
+
+
+def casualty(info: dict, case: Case, end: WorkerEnd, log: Path, stall_s: float) -> dict:
+    """``info`` of a case whose worker died or hung during it: status timeout, oom or error, with the log's tail."""
+    tail = log_tail(log)
+    if end.stalled:
+        info.update(
+            status="timeout",
+            reason=(
+                f"no progress for {stall_s:.0f} s (last: {end.phase or 'starting'}); worker killed "
+                f"(a hung collective such as NCCL, or a stuck driver?{NCCL_HINT if multi_gpu(case) else ''}); "
+                f"log {log}: {tail}"
+            ),
+        )
+        return info
+    rc = end.rc or 0
+    how = f"exit code {rc}"
+    if rc < 0:
+        how = f"killed by signal {-rc}" + (" (SIGKILL: often the kernel's OOM killer)" if rc == -9 else "")
+    oom = "out of memory" in tail.lower() or "oom" in tail.lower().split()
+    info.update(
+        status="oom" if oom else "error",
+        reason=f"worker process died ({how}) during this case; log {log}: {tail}",
+    )
+    return info

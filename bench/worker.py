@@ -19,12 +19,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import protocol, storage
+from bench import protocol, stopping, storage
 from bench.cases import Case
 from bench.coordination import coordinator
 from bench.precision import PrecisionSpec
 from bench.protocol import WorkerPlan
 from bench.rate_search import Unjudgeable
+from bench.worker_serve import ServeSteps
 
 SERVE_ROUNDS_SHARE = 4  # a serve case's timed rounds take a quarter of the profile's case budget
 
@@ -37,7 +38,7 @@ def _tail(e: BaseException, limit: int = 300) -> str:
     return f"{type(e).__name__}: {text[-limit:]}"
 
 
-class WorkerSession:
+class WorkerSession(ServeSteps):
     """Runs the cases of one plan; configured once per process.
 
     Progress goes to the spool as heartbeat lines (``{"heartbeat": {"case_id", "phase"}}``)
@@ -52,6 +53,7 @@ class WorkerSession:
         self.timing = plan.timing
         self.cases = {c.id: c for c in plan.cases}
         self.probes: dict[str, Any] = {}
+        self._stopper: stopping.Stopper | None = None
         self.skip: set[str] = set()
         self._floor = 0.0  # serve: the harness floor of the case in hand (ms)
         self.setup_error: str | None = None
@@ -110,12 +112,17 @@ class WorkerSession:
         """Tell the parent what this worker is doing now (progress for its watchdog and bar)."""
         self.spool.send(protocol.Heartbeat(case_id, phase))
 
-    def _probe(self, case_id: str, spec: PrecisionSpec):
+    def _probe(self, case_id: str, spec: PrecisionSpec) -> tuple[Any, str]:
+        """The matmul peak and the case that measured it: once per run, device kind and precision."""
         if spec.name not in self.probes:
-            self.heartbeat(case_id, f"measuring the {spec.name} matmul peak")
-            self.probes[spec.name] = self.be.matmul_probe(
-                spec, self.timing.probe_n[self.device.kind], self.timing.probe_budget_s
-            )
+            given = self.plan.probes.get(spec.name)
+            if given:  # an earlier worker of this run measured it
+                probe = self.loop.Probe(float(given["tflops"]), int(given["n"]), str(given["dtype"]))
+                self.probes[spec.name] = (probe, str(given["case_id"]))
+            else:
+                self.heartbeat(case_id, f"measuring the {spec.name} matmul peak")
+                probe = self.be.matmul_probe(spec, self.timing.probe_n[self.device.kind], self.timing.probe_budget_s)
+                self.probes[spec.name] = (probe, case_id)
         return self.probes[spec.name]
 
     def run(self, case_id: str, benchmark: Any) -> None:
@@ -209,7 +216,13 @@ class WorkerSession:
         info["all_reduce"] = self.be.all_reduce_used(built) if case.mode == "train" else "none (inference)"
         out.update(self._warm_up(case, built))
         timed = self._timed(case, built, benchmark)
-        out.update(self.loop.summarize(case, timed.round_times_s, timed.k))
+        stopper = None if timed.stamps else self._stopper
+        out.update(
+            self.loop.summarize(case, timed.round_times_s, timed.k, stopper.record()["ci_rank"] if stopper else None)
+        )
+        out.update(
+            stopper.record() if stopper else {"stop_reason": "fixed rounds (cluster)" if self.plan.cluster else None}
+        )
         self._round_times = timed.round_times_s
         if timed.stamps:  # the parent lays the tenants' rounds side by side
             out.update(tenant_rounds=[list(s) for s in timed.stamps], tenant_pid=os.getpid())
@@ -228,13 +241,14 @@ class WorkerSession:
 
     def _peak(self, case: Case) -> dict:
         """The matmul peak in the case's precision (once per precision and worker), for every chip of the case."""
-        probe = self._probe(case.id, case.precision_spec)  # the spec: policy, TF32, probe dtype, loss scaling
+        probe, by = self._probe(case.id, case.precision_spec)  # the spec: policy, TF32, probe dtype, loss scaling
         # the peak of every chip of the case, on every node: the throughput it is set against is global
         return {
             "peak_tflops_per_device": probe.tflops,
             "peak_tflops_measured": probe.tflops * case.physical_devices,
             "probe_n": probe.n,
             "probe_dtype": probe.dtype,
+            "probe_case": by,
         }
 
     def _build(self, case: Case, out: dict) -> tuple[Any, Any]:
@@ -283,15 +297,29 @@ class WorkerSession:
         timing = self.timing
         if case.mode == "serve":  # its rounds give only the capacity bound: the rate search is the figure
             timing = dataclasses.replace(timing, case_budget_s=timing.case_budget_s / SERVE_ROUNDS_SHARE)
-        k, rounds = self.loop.plan_rounds(self.coord.calibrate(step_and_sync, timing), timing)
+        k, schedule = self.loop.plan_rounds(self.coord.calibrate(step_and_sync, timing), timing)
+        rounds = schedule.cap
         window = self.telemetry.Window(
             self.gpus, self.host, interval_s=self.plan.sampler_interval_s, threaded=self.plan.sampler
         )
         done = [0]
+        # a cluster's ranks must run the same rounds: no rank may stop on its own look
+        self._stopper = (
+            None
+            if self.plan.cluster
+            else stopping.Stopper(schedule, timing.ci_target[case.device_kind], timing.schedule.cap)
+        )
 
         def between_rounds() -> None:  # pytest-benchmark calls it before each round, untimed
             done[0] += 1
-            self.heartbeat(cid, f"round {done[0]} of {rounds}")
+            self.heartbeat(cid, f"round {done[0]} of at most {rounds}")
+
+        def enough() -> bool:  # after each round, untimed: the stopping rule's look
+            if self._stopper is None:
+                return False
+            samples = case.global_batch * k
+            thr = [samples / t for t in benchmark.stats.stats.data]
+            return self._stopper.after_round(thr, stopping.Trend.worst(window.series()))
 
         tenant = self.plan.tenant
         stamps: tuple[tuple[float, float], ...] = ()
@@ -311,7 +339,9 @@ class WorkerSession:
                     benchmark.pedantic,
                     setup=between_rounds,
                     barrier=self.coord.round_barrier(case.step_mode),
+                    enough=enough,
                 )
+                benchmark.has_error = False  # a stop at a look is no error: keep the entry in pytest-benchmark's JSON
         finally:
             window.stop()
         times = tuple(e - s for s, e in stamps) if stamps else tuple(benchmark.stats.stats.data)
@@ -338,59 +368,6 @@ class WorkerSession:
             "latency_p99_s": stats.percentile(lat, 99),
             "latency_samples": len(lat),
         }
-
-    def _precheck(self, case: Case, built: Any) -> None:
-        """A serve case no rate can be judged for (one request over the SLO, ...) ends here, with why."""
-        from bench import rate_search, serve
-
-        assert case.slo_ms is not None and built.serve is not None  # a serve case, built for serving
-        self.heartbeat(case.id, "serve: can this device be judged at this SLO?")
-        pre = rate_search.precheck(
-            built.serve,
-            case.per_replica_batch,
-            case.slo_ms,
-            self._floor,
-            serve.RealClock(),
-            self.timing.serve_max_trial_s,
-        )
-        if pre["serve_reason"]:
-            raise Unjudgeable(pre)
-
-    def _serve(self, case: Case, built: Any, rounds_rate: float | None) -> dict:
-        """Requests at rising rates through the dynamic batcher: the highest rate whose p99 meets the SLO."""
-        from bench import rate_search, serve
-
-        clock = serve.RealClock()
-        floor = self._floor
-
-        def metered(run: Any) -> serve.Trial:  # each trial inside its own telemetry window
-            window = self.telemetry.Window(
-                self.gpus, self.host, interval_s=self.plan.sampler_interval_s, threaded=self.plan.sampler
-            )
-            window.begin()
-            try:
-                t = run()
-            finally:
-                window.stop()
-            t.energy_per_request_j = self.telemetry.derive(window.end(), t.completed, self._idle_w())[
-                "energy_j_per_sample"
-            ]
-            return t
-
-        assert case.slo_ms is not None and built.serve is not None  # a serve case, built for serving
-        return rate_search.run_case(
-            built.serve,
-            case.per_replica_batch,
-            case.slo_ms,
-            floor,
-            clock,
-            self.timing.serve_trial_s,
-            self.timing.serve_max_trial_s,
-            self.timing.serve_max_trials,
-            lambda phase: self.heartbeat(case.id, phase),
-            metered,
-            rounds_rate=rounds_rate,
-        )
 
     @property
     def _virtual_cpu(self) -> bool:

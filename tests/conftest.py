@@ -2,6 +2,7 @@ import fcntl
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,6 +14,9 @@ from fake_nvml import Clock, FakeGPU, FakeNVML  # noqa: E402
 from run_bench import run_bench  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
+
+# JAX runs of the tests keep their compile cache in the machine's temporary folder, never the user's cache
+os.environ.setdefault("ACCELBENCH_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"accelbench-tests-{os.getuid()}"))
 
 # tests/clients/ checks outputs with third-party clients (node, Java, Chromium) on a fresh smoke
 # run: `nox -s clients` runs it (CI too); the plain test run leaves it out

@@ -11,8 +11,8 @@ import pytest
 from fake_nvml import FakeGPU
 from test_capability import machine
 
-from bench import check, cli, devices, runner, watchdog
-from bench.telemetry import gpus
+from bench import check, cli, devices, watchdog
+from bench.telemetry import gpus, idle
 from bench.telemetry.idle import idle_power
 
 A100 = ("NVIDIA A100-SXM4-40GB", (8, 0))
@@ -27,7 +27,7 @@ def two_gpu_box(monkeypatch, fake_nvml, clock):
     m.loaded = []  # the GPU each load ran on
     monkeypatch.setattr(check, "gpu_load", lambda seconds, uuid: (m.loaded.append(uuid), contextlib.nullcontext())[1])
     monkeypatch.setattr(check, "nvml_row", _fake_clock_nvml_row(check.nvml_row, clock))
-    monkeypatch.setattr(runner, "idle_power", lambda g: idle_power(g, clock=clock, sleep=clock.advance))
+    monkeypatch.setattr(idle, "idle_power", lambda g: idle_power(g, clock=clock, sleep=clock.advance))
     return m
 
 

@@ -212,11 +212,10 @@ def test_the_docs_state_the_rounds_and_the_check_paths_the_code_has():
 
     root = Path(__file__).parents[1]
     readme, method = (root / "README.md").read_text(), (root / "docs" / "method.md").read_text()
-    lo = {t.min_rounds for t in PROFILES.values()}
-    aim = PROFILES["standard"].target_rounds
-    assert lo == {6} and PROFILES["smoke"].target_rounds == aim
-    rounds = f"at least 6 rounds, aiming at {aim} ({PROFILES['large'].target_rounds} in `large`)"
-    assert rounds in " ".join(method.split())  # the generated "In short" (README points there)
+    assert {t.min_rounds for t in PROFILES.values()} == {6}  # [min, max] of 6 rounds: the first 95% interval
+    std = PROFILES["standard"]
+    looks = f"looked at only at fixed round counts ({', '.join(map(str, std.looks))};"
+    assert looks in " ".join(method.split())  # the generated "In short" (README points there)
     # devices --check: one GPU in each precision, XLA in the precisions the check has
     paths = [c for _, c in check.paths(machine())]
     gpu1 = [c for c in paths if c.device_kind == "gpu" and c.device_count == 1 and not c.virtual]

@@ -36,7 +36,7 @@ def jax_run(tmp_path_factory):
         *("run", "--backend", "jax", "--profile", "smoke", "--workloads", "mlp,cnn,transformer"),
         *("--devices", "cpu", "--virtual-devices", "2", "--parallelism", "both"),
         *("--precisions", "fp32,mixed_bfloat16", "--modes", "train,infer,serve", "-k", SELECT),
-        *("--results-dir", str(d / "results"), "--no-report"),
+        *("--results-dir", str(d / "results"), "--no-report", "--compile-cache", str(d / "cache")),
     ]
     env = {**os.environ, "KERAS_BACKEND": "tensorflow"}  # the runner must set the worker's backend itself
     r = subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, timeout=900, env=env)
@@ -175,3 +175,50 @@ def test_executed_flops_are_the_dots_and_convolutions_of_xlas_step(jax_run):
             assert e["model_flops_per_sample"] != pytest.approx(per_sample, rel=0.01), cid
         checked.add((e["workload"], e["mode"]))
     assert {("mlp", "train"), ("transformer", "train"), ("cnn", "train"), ("mlp", "infer")} <= checked
+
+
+def test_every_case_says_why_its_rounds_stopped_and_the_peak_is_probed_once(jax_run):
+    """The stopping rule's record on every measured case; one matmul probe per precision for the whole run."""
+    _, _, _, cases = jax_run
+    measured = {cid: e for cid, e in cases.items() if e["status"] == "ok" and e["mode"] != "serve"}
+    probes: dict[str, set] = {}
+    for cid, e in measured.items():
+        # the smoke looks, or those a slow step's budget reaches (at least the first)
+        assert e["ci_method"] == "median RCI (sign walk)" and e["ci_looks"] in ([6], [6, 10]), cid
+        assert e["stop_reason"] in ("target_met", "cap_reached", "budget_spent") or e["stop_reason"].startswith(
+            "guard_failed:"
+        ), cid
+        assert e["rounds"] in e["ci_looks"] and e["target_missed"] == (e["stop_reason"] != "target_met"), cid
+        lo, hi, mid = e["samples_per_s_ci_low"], e["samples_per_s_ci_high"], e["samples_per_s"]
+        assert e["ci_achieved_rel"] == pytest.approx((hi - lo) / (2 * mid), rel=1e-6), cid
+        probes.setdefault(e["precision"], set()).add((e["probe_case"], e["peak_tflops_per_device"], e["probe_n"]))
+    # the cpu and cpu2-virtual workers of this run share the first fp32 case's probe
+    (fp32,) = probes["fp32"]
+    assert fp32[0] in measured and fp32[2] == 2048
+
+
+def test_a_second_run_loads_the_steps_from_the_compile_cache(jax_run):
+    """The run above filled its cache folder (every step a miss); the same case again is a hit."""
+    d, path, doc, cases = jax_run
+    first = cases["mlp-train-cpu-jax-fp32-b64"]
+    assert first["compile_cache"] == "miss" and first["cold_compile_s"] == first["compile_s"]
+    assert doc["run"]["compile_cache"] == str(d / "cache")
+    args = [
+        *("run", "--backend", "jax", "--profile", "smoke", "--workloads", "mlp", "--devices", "cpu"),
+        *("--precisions", "fp32", "--modes", "train", "--no-report", "--compile-cache", str(d / "cache")),
+        *("--results-dir", str(d / "again")),
+    ]
+    r = subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (again,) = (d / "again").glob("*.json")
+    (e,) = [x["extra_info"] for x in storage.records(storage.load(again))]
+    assert e["status"] == "ok" and e["compile_cache"] == "hit" and e["compile_cache_misses"] == 0
+    assert e["compile_cache_load_s"] > 0 and e["probe_case"] == e["case_id"]  # a new run probes anew
+    # off: nothing read or written
+    args[args.index(str(d / "cache"))] = "off"
+    args[-1] = str(d / "off")
+    r = subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (off,) = (d / "off").glob("*.json")
+    (e,) = [x["extra_info"] for x in storage.records(storage.load(off))]
+    assert e["compile_cache"] == "off" and "compile_cache_hits" not in e

@@ -23,17 +23,15 @@ def test_docs_method_carries_the_current_text():
 def test_the_text_states_the_codes_defaults(monkeypatch):
     text = method.markdown()
     assert f"a CV above {stats.UNSTABLE_CV * 100:.0f}%" in text
-    assert (
-        f"aiming at {profiles.PROFILES['standard'].target_rounds} ({profiles.PROFILES['large'].target_rounds} in `large`)"
-        in text
-    )
-    assert f"at least {profiles.PROFILES['smoke'].min_rounds} rounds" in text
+    std = profiles.PROFILES["standard"]
+    assert f"fixed round counts ({', '.join(map(str, std.looks))};" in text
+    assert f"+-{100 * std.ci_target['gpu']:g}% on GPUs" in text
     # a changed default changes the text (nothing is typed in twice)
     monkeypatch.setattr(stats, "UNSTABLE_CV", 0.2)
     monkeypatch.setattr(method.derive_mod, "BUSY_OTHER_CPU_PCT", 25.0)
-    monkeypatch.setitem(profiles.PROFILES, "large", dataclasses.replace(profiles.PROFILES["large"], target_rounds=30))
+    monkeypatch.setitem(profiles.PROFILES, "large", dataclasses.replace(profiles.PROFILES["large"], looks=(6, 30)))
     changed = method.markdown()
-    assert "a CV above 20%" in changed and "more than 25% of the CPU" in changed and "(30 in `large`)" in changed
+    assert "a CV above 20%" in changed and "more than 25% of the CPU" in changed and "`large` 6, 30)" in changed
 
 
 def test_the_html_list_escapes_and_keeps_only_its_own_tags(monkeypatch):

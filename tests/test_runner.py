@@ -70,7 +70,32 @@ def test_the_case_in_flight_is_recorded_and_the_rest_run(tmp_path, monkeypatch):
         status["cnn-train-cpu-fp32-b16"]["status"] == "ok"
         and status["cnn-train-cpu-mixed_bfloat16-b16"]["status"] == "ok"
     )
-    assert sorted(p.name for p in path.with_suffix(".logs").iterdir()) == ["cpu-1.log", "cpu-2.log"]
+    logs = {p.name for p in path.with_suffix(".logs").iterdir()}
+    assert {"cpu-1.log", "cpu-2.log"} <= logs and all(
+        n.startswith("cpu-repeat1-") for n in logs - {"cpu-1.log", "cpu-2.log"}
+    )
+
+
+def test_repeats_measure_every_case_again_in_fresh_workers_and_never_replace_a_record(tmp_path, monkeypatch):
+    import dataclasses
+
+    monkeypatch.setenv("FAKE_WORKER", "fail:nothing")  # every case finishes, in every worker
+    monkeypatch.setenv("FAKE_WORKER_SPREAD", "1")
+    opts = dataclasses.replace(TWO_WORKLOADS, repeats=3)
+    path = runner.Run.new(opts, machine(), tmp_path, ["run"]).execute()
+    doc = storage.load(path)
+    infos = [r["extra_info"] for r in storage.records(doc)]
+    assert len(infos) == 4 and all(e["status"] == "ok" for e in infos)  # one record per case, not one per worker
+    for e in infos:
+        assert [w["status"] for w in e["repeat_workers"]] == ["ok", "ok"], e["case_id"]
+        assert e["run_ci_low"] < e["samples_per_s"] < e["run_ci_high"]
+    sp = doc["run"]["between_worker_spread"]["cpu"]
+    assert sp["cases"] == 4 and sp["df"] == 8 and sp["method"].startswith("rerun interval")
+    assert {p.name for p in path.with_suffix(".logs").iterdir()} == {
+        "cpu-1.log",
+        "cpu-repeat1-1.log",
+        "cpu-repeat2-1.log",
+    }
 
 
 def test_a_worker_dead_of_out_of_memory_is_recorded_oom_not_error(tmp_path, monkeypatch):
@@ -136,9 +161,17 @@ def test_fp32_and_tf32_cases_run_in_separate_workers(tmp_path, monkeypatch):
     )
     path = runner.Run.new(opts, m, tmp_path, ["run"]).execute()
     plans = [json.loads(line) for line in seen.read_text().splitlines()]
-    assert [[c["precision"] for c in p["cases"]] for p in plans] == [["fp32"], ["tf32"]]
+    # then one of the two again in a fresh worker of its own kind (the run-level spread, bench.spread)
+    assert [[c["precision"] for c in p["cases"]] for p in plans[:2]] == [["fp32"], ["tf32"]]
+    again = plans[2:]  # the rotating share: one case, or both
+    assert 1 <= len(again) <= 2 and all(p["cases"] in (plans[0]["cases"], plans[1]["cases"]) for p in again)
     assert plans[0]["gpu"] == {"cuda_ordinals": [0], "pci_bus_ids": ["0000:00:00.0"], "memory_total_bytes": 40 * 2**30}
-    assert sorted(p.name for p in path.with_suffix(".logs").iterdir()) == ["gpu1-tf32off-1.log", "gpu1-tf32on-1.log"]
+    logs = {p.name for p in path.with_suffix(".logs").iterdir()}
+    assert {"gpu1-tf32off-1.log", "gpu1-tf32on-1.log"} < logs and len(logs) == 2 + len(again)
+    assert all(
+        n in ("gpu1-tf32off-repeat1-1.log", "gpu1-tf32on-repeat1-1.log")
+        for n in logs - {"gpu1-tf32off-1.log", "gpu1-tf32on-1.log"}
+    )
 
 
 def test_cluster_ranks_own_their_files_and_a_fatal_worker_ends_the_run(tmp_path, monkeypatch):

@@ -53,7 +53,8 @@ class Recorder(Backend):
 
 def _worker(be: Recorder) -> worker.WorkerSession:
     w = worker.WorkerSession.__new__(worker.WorkerSession)  # no process, no framework: the phases only
-    w.be, w.probes, w.timing = be, {}, timing("smoke")
+    w.be, w.probes, w.timing, w._stopper = be, {}, timing("smoke"), None
+    w.plan = SimpleNamespace(probes={}, cluster=None)
     w.device = SimpleNamespace(kind="gpu")
     w.heartbeat = lambda *a: None
 
@@ -70,7 +71,7 @@ def _worker(be: Recorder) -> worker.WorkerSession:
 
     w._timed = timed
     w._after = lambda case, built, last, rate=None: {}
-    w.loop = SimpleNamespace(summarize=lambda case, data, k: {"samples_per_s": 50.0})
+    w.loop = SimpleNamespace(summarize=lambda case, data, k, rank=None: {"samples_per_s": 50.0}, Probe=Probe)
     w.telemetry = SimpleNamespace(derive=lambda window, samples, idle: {})
     w.coord = SimpleNamespace(gather=lambda out, samples: {})
     w._idle_w = lambda: None

@@ -25,6 +25,7 @@ import keras
 import numpy as np
 from keras import distribution as kd
 
+from bench import compile_cache
 from bench.backends.base import Backend, Step
 from bench.backends.layouts import bias_follows_kernel, layout_for
 from bench.cases import Case, DeviceConfig
@@ -65,6 +66,9 @@ class JaxBackend(Backend):
             else "XLA SPMD collectives (in-process CPU)"
         )
         self._sync_on: Any = None
+        self.cache_events = compile_cache.Events()
+        jax.monitoring.register_event_listener(self.cache_events.event)
+        jax.monitoring.register_event_duration_secs_listener(self.cache_events.duration)
 
     def versions(self) -> dict:
         import jaxlib
@@ -152,6 +156,7 @@ class JaxBackend(Backend):
         paths = [v.path for v in model.trainable_variables] + [v.path for v in model.non_trainable_variables]
         holder = _Holder(model=model, optimizer=optimizer, x=x, y=y, wanted=wanted, paths=paths, distribution=dist)
         bound = _InFlight(CPU_IN_FLIGHT if dist is not None and self.platform == "cpu" else None)
+        self.cache_events.reset()  # the step's own compiles from here (Keras' build compiled its own before)
         t0 = time.perf_counter()
         if case.mode == "train":
             ov = [v.value for v in optimizer.variables]
@@ -208,7 +213,11 @@ class JaxBackend(Backend):
             xla_scope="whole step (jax.jit, compiled ahead of time)",
             native=holder,
             compile_s=compile_s,
-            extra={"parallelism": case.parallelism, **_xla_figures(lowered, compiled, self.platform)},
+            extra={
+                "parallelism": case.parallelism,
+                **_xla_figures(lowered, compiled, self.platform),
+                **self.cache_events.figures(_cache_on(), compile_s),
+            },
         )
 
     def sync(self) -> None:
@@ -355,6 +364,11 @@ def _infer_fn(model: Any) -> Any:
     return infer_step
 
 
+def _cache_on() -> bool:
+    """The persistent compile cache is in use in this process (the runner's variables set its folder)."""
+    return bool(jax.config.jax_enable_compilation_cache and jax.config.jax_compilation_cache_dir)
+
+
 def _xla_figures(lowered: Any, compiled: Any, platform: str) -> dict:
     """XLA's own FLOP count and buffer sizes of the compiled step, and the dots and convolutions as lowered.
 
@@ -381,6 +395,13 @@ def _xla_figures(lowered: Any, compiled: Any, platform: str) -> dict:
         if mem is not None:
             out["xla_temp_bytes"] = int(mem.temp_size_in_bytes)
             out["xla_argument_bytes"] = int(mem.argument_size_in_bytes)
+            out["xla_output_bytes"] = int(mem.output_size_in_bytes)
+            out["xla_alias_bytes"] = int(mem.alias_size_in_bytes)
+            # the step's device total as the JAX docs give it (host-offloading notebook): temp +
+            # arguments + outputs - aliased; a prediction beside the allocator's measured peak
+            out["xla_step_memory_estimate_bytes"] = (
+                out["xla_temp_bytes"] + out["xla_argument_bytes"] + out["xla_output_bytes"] - out["xla_alias_bytes"]
+            )
     except Exception:  # best effort, as above
         pass
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from datetime import datetime, timezone
 
 from bench import columns, storage
@@ -85,6 +86,13 @@ def _r4(x: float) -> float:
     return float(f"{x:.4g}")
 
 
+def _noise_floor(e: Mapping) -> float | None:
+    """The case's relative uncertainty: the run-level half-width where measured, else the achieved CI's."""
+    v, lo, hi = e.get("samples_per_s"), e.get("run_ci_low"), e.get("run_ci_high")
+    run = (hi - lo) / (2 * v) if v and lo and hi else None
+    return max((x for x in (run, e.get("ci_achieved_rel")) if x is not None), default=None)
+
+
 def _case_line(rec: storage.CaseRecord) -> dict:
     e = rec.info
     out: dict = {k: e.get(k) for k in CASE_FIELDS}
@@ -107,6 +115,9 @@ def _case_line(rec: storage.CaseRecord) -> dict:
         energy_j_per_sample=e.get("energy_j_per_sample"),
         samples_per_joule=e.get("samples_per_joule"),
         compile_s=e.get("compile_s"),
+        # the judge's band is at least the case's own uncertainty: its achieved CI half-width, or
+        # where the run measured it, how far a rerun may land (bench.spread)
+        noise_floor=_noise_floor(e),
         device_peak_mem_bytes=e.get("device_peak_mem_bytes"),
         throttle=e.get("throttle_reasons") or None,
         temp_max_c=e.get("temp_max_c"),

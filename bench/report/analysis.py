@@ -5,9 +5,11 @@ Ratios are ratios of medians of per-round throughput with a bootstrap 95% CI (``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
+from scipy import stats as sps
 
 from bench import stats, storage
 from bench.cases import Case, parse_id
@@ -57,7 +59,25 @@ def ratio(run: RunData, num: str, den: str) -> stats.Ratio | None:
     a, b = run.samples.get(num), run.samples.get(den)
     if not a or not b:
         return None
-    return stats.ratio_of_medians(a, b)
+    return _with_spread(run, stats.ratio_of_medians(a, b), num, den)
+
+
+def _with_spread(run: RunData, r: stats.Ratio, num: str, den: str) -> stats.Ratio:
+    """Where the run measured both sides' between-worker spread, the CI is at least its run-level one.
+
+    The rounds' bootstrap describes two workers; a rerun of both moves each median by its
+    kind's between-worker sigma (``bench.spread``): log ratio +- t x sqrt(sigma_a^2 + sigma_b^2).
+    """
+    spread = run.doc.get("run", {}).get("between_worker_spread") or {}
+    try:
+        sides = [s for s in (spread.get(parse_id(c)["device"][:3]) for c in (num, den)) if s]
+    except ValueError:
+        return r
+    if len(sides) < 2:
+        return r
+    t = float(sps.t.ppf(0.975, min(int(s["df"]) for s in sides)))
+    f = math.exp(t * math.sqrt(sum(float(s["sigma_log"]) ** 2 for s in sides)))
+    return stats.Ratio(r.value, min(r.ci_low, r.value / f), max(r.ci_high, r.value * f))
 
 
 def fmt_ratio(r: stats.Ratio | None, pct: bool = False) -> str:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pandas as pd
 from tabulate import tabulate
 
+from bench import stopping
 from bench.report import reference, sharing
 from bench.report.analysis import RunData, baseline_id, fmt_ratio, speedups
 from bench.report.numbers import human
@@ -17,7 +19,9 @@ def fmt_thr(row) -> str:
         return "-"
     lo, hi = row["samples_per_s_ci_low"], row["samples_per_s_ci_high"]
     ci = f" [{human(lo)}-{human(hi)}]" if lo is not None and lo == lo else ""
-    return f"{human(v)}{ci}"
+    rlo, rhi = row.get("run_ci_low"), row.get("run_ci_high")
+    rerun = f" rerun {human(rlo)}-{human(rhi)}" if rlo is not None and rlo == rlo else ""
+    return f"{human(v)}{ci}{rerun}"
 
 
 def serve_note(row) -> str:
@@ -33,11 +37,25 @@ def serve_note(row) -> str:
     )
 
 
+def target_note(row) -> str:
+    """``+-2% target not reached: +-3.4% after 20 rounds (cap)`` where the stopping rule's target was missed."""
+    if not row.get("target_missed") or pd.isna(row.get("target_missed")) or not row.get("stop_reason"):
+        return ""
+    achieved = row.get("ci_achieved_rel")
+    return stopping.describe_miss(
+        float(row["ci_target_rel"]),
+        None if achieved is None or pd.isna(achieved) else float(achieved),
+        int(row["rounds"]),
+        str(row["stop_reason"]),
+    )
+
+
 def case_note(row) -> str:
     """``unstable (CV > 10%); busy: other processes used 33% of the CPU`` for a measured case."""
     notes = [
         serve_note(row),
         "unstable (CV > 10%)" if row["unstable"] else "",
+        target_note(row),
         busy_note(row.get("other_cpu_pct"), row.get("other_gpu_processes")),
     ]
     return "; ".join(n for n in notes if n)

@@ -353,6 +353,10 @@ class NvidiaGPUs:
         """Close the window."""
         return [w.end(t) for w in self._windows]
 
+    def series(self) -> list[tuple[list[float], list[float]]]:
+        """Per GPU, the SM clock and temperature samples of the open window so far."""
+        return [(list(w.sm), list(w.temp)) for w in self._windows]
+
 
 class EmptyGPUs:
     """Stand-in where no GPU telemetry exists; records why."""

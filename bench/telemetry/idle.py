@@ -156,3 +156,23 @@ def idle_power(
             settled_by=settled_by,
         )
     return out
+
+
+def run_idle_power(run: dict, any_gpu: bool) -> dict:
+    """Idle power per GPU uuid (W), once per run before any worker starts, into the run block; never raises."""
+    if not any_gpu:
+        return {}
+    from bench.telemetry import gpus as nvml
+
+    try:
+        found = nvml.discover()
+        if found.reason:
+            run["idle_power_reason"] = found.reason
+            return {}
+        idle = idle_power(found.gpus)
+    except Exception as e:  # telemetry must never cost the run
+        run["idle_power_reason"] = f"{type(e).__name__}: {e}"
+        return {}
+    run["idle_power"] = {u: i.to_dict() for u, i in idle.items()}
+    run["idle_power_w"] = {u: i.power_w for u, i in idle.items()}
+    return run["idle_power_w"]

@@ -102,6 +102,10 @@ class Window:
         finally:
             self.cpu_s = time.thread_time() - start
 
+    def series(self) -> list[tuple[list[float], list[float]]]:
+        """Per GPU, the SM clock (MHz) and temperature (C) samples so far (the stopping rule's trend guard)."""
+        return getattr(self.gpus, "series", list)()
+
     def stop(self) -> None:
         """Stop the sampler thread (idempotent; also for Ctrl-C paths)."""
         self._stop.set()
