@@ -33,12 +33,12 @@ step() {  # step NAME LIMIT_S ARGS...: one accelbench command, its log, its rc a
 SMOKE=(run --profile smoke --devices "$DEV" --backend jax --workloads mlp,cnn --modes train,infer
        --precisions fp32,mixed_bfloat16 --no-report)
 # 1-2: the smoke matrix with an empty cache, then again with it warm (step times side by side)
-step smoke-cold 170 "${SMOKE[@]}" --results-dir "$W/smoke-cold"
-step smoke-warm 120 "${SMOKE[@]}" --results-dir "$W/smoke-warm"
+step smoke-cold 160 "${SMOKE[@]}" --results-dir "$W/smoke-cold"
+step smoke-warm 110 "${SMOKE[@]}" --results-dir "$W/smoke-warm"
 # 3-4: a standard-size ResNet-50 bf16 training case, cold then warm: the share of its wall time in rounds
 BIG=(run --profile "$STD" --devices "$DEV" --backend jax --workloads cnn --modes train --precisions mixed_bfloat16 --no-report)
-step std-cold 110 "${BIG[@]}" --results-dir "$W/std-cold"
-step std-warm 70 "${BIG[@]}" --results-dir "$W/std-warm"
+step std-cold 120 "${BIG[@]}" --results-dir "$W/std-cold"
+step std-warm 90 "${BIG[@]}" --results-dir "$W/std-warm"
 # 5: the one-GPU check, on the cache the steps above warmed
 step check 90 devices --check --json
 echo "done" >>"$OUT/steps.txt"
