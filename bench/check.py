@@ -98,7 +98,12 @@ def run_paths(machine: Machine, results_dir: Path, progress: Callable[..., Any] 
     """Run every supported path through the runner and its workers; one Row per path."""
     named = paths(machine)
     opts = planning.RunOptions(
-        profile="smoke", workloads=("mlp",), modes=("train",), devices=("cpu",), backend=backend_of(machine)
+        repeats=0,  # a path check: no second workers
+        profile="smoke",
+        workloads=("mlp",),
+        modes=("train",),
+        devices=("cpu",),
+        backend=backend_of(machine),
     )
     run = runner.Run.new(opts, machine, results_dir, ["devices", "--check"], progress=progress)
     run.plan = [(c, planning.support(c, machine)) for _, c in named]
@@ -185,7 +190,12 @@ def run_reference(machine: Machine, results_dir: Path, progress: Callable[..., A
         why = "no published figure for this GPU" if not published.for_gpu(name) else f"none {be} can match"
         return [Row(REFERENCE_ROW, "not available", f"{why} ({name})")]
     opts = planning.RunOptions(
-        profile=REFERENCE_PROFILE, workloads=("cnn",), modes=("train", "infer"), devices=("gpu:1",), backend=be
+        repeats=0,  # a path check: no second workers
+        profile=REFERENCE_PROFILE,
+        workloads=("cnn",),
+        modes=("train", "infer"),
+        devices=("gpu:1",),
+        backend=be,
     )
     run = runner.Run.new(opts, machine, results_dir, ["devices", "--check", "--reference"], progress=progress)
     run.plan = [(c, planning.support(c, machine)) for c in cases]

@@ -110,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("-k", dest="keyword", default="", help="pytest -k expression over case ids")
     r.add_argument("--sampler-interval", type=float, default=0.1, help="telemetry sampling interval, s (>= 0.1)")
     r.add_argument("--no-sampler", action="store_true", help="no background telemetry sampling")
-    r.add_argument("--repeats", type=_positive_int, default=1, metavar="N", help="workers per case (run-level)")
+    r.add_argument("--repeats", type=_nonneg_int, default=1, metavar="N", help="workers per case (run-level)")
     r.add_argument("--compile-cache", default="auto", metavar="DIR|off", help="JAX's compile cache, or off")
     r.add_argument("--stall-timeout", type=float, default=None, metavar="S", help=STALL_HELP)
     r.add_argument(

@@ -76,6 +76,8 @@ FIGURE_COLUMNS = [
     "device_peak_mem_per_device_bytes",
     "xla_scope",
     "device_peak_mem_compile_bytes",
+    "device_peak_mem_source",  # allocator, or "xla estimate" where a shared JAX worker cannot attribute its peak
+    "xla_step_memory_estimate_bytes",  # temp + arguments + outputs - aliased of the compiled JAX step
     # the JAX backend: compile ahead of time, then a first (cold) step; what the model split covered
     "first_step_s",
     "model_parallel_split_fraction",

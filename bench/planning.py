@@ -59,7 +59,7 @@ class RunOptions:
     slo_ms: float | None = None  # serve: one p99 bound for every workload and device (default: each workload's)
     tenants: tuple[int, ...] = ()  # beside each case, the same case as N tenants sharing its device
     tenant_mix: bool = False  # beside each training case, its batch-1 inference next to it (a latency tenant)
-    repeats: int = 1  # workers per case: 1 = a rotating share of cases gets a second one (bench.spread)
+    repeats: int = 1  # workers per case: 1 = a rotating share of cases gets a second one (bench.spread), 0 = none
     compile_cache: str = "auto"  # JAX's persistent compile cache: auto (the user's cache folder), off, or a folder
     extra: dict = field(default_factory=dict)
 
@@ -107,8 +107,8 @@ class RunOptions:
             raise UserError("--tenants and --cluster do not mix: tenants share one device of one machine")
         if self.sampler_interval_s < 0.1:
             raise UserError(f"--sampler-interval must be >= 0.1 s (<= 10 Hz); got {self.sampler_interval_s}")
-        if not 1 <= self.repeats <= MAX_REPEATS:
-            raise UserError(f"--repeats must be from 1 to {MAX_REPEATS}; got {self.repeats}")
+        if not 0 <= self.repeats <= MAX_REPEATS:
+            raise UserError(f"--repeats must be from 0 to {MAX_REPEATS}; got {self.repeats}")
         compile_cache.root_of(self.compile_cache)  # a path that is a file: one line, before anything runs
 
     @property

@@ -45,12 +45,27 @@ GroupKey = tuple[DeviceConfig, bool | None, bool, str, str]
 def group_key(case: Case) -> GroupKey:
     """The cases one worker may run: one backend, device config, TF32 on/off on GPUs (None on CPUs), XLA.
 
-    A JAX worker on GPUs runs one case: JAX cannot reset its memory peak (jax-ml/jax#8096),
-    so a process per case is what makes each case's peak its own.
+    JAX cannot reset its memory peak (jax-ml/jax#8096): a JAX GPU worker runs its cases smallest
+    first (:func:`run_order`), and a case whose lifetime peak is not above every earlier one's
+    records XLA's estimate of its step instead, said so (``bench.worker``); a worker start (4-9 s
+    on the H200) per case is what sharing saves.
     """
     tf32 = case.precision != "fp32" if case.device_kind == "gpu" else None
-    alone = case.id if case.backend == "jax" and case.device_kind == "gpu" else ""
-    return case.device, tf32, case.xla, case.backend, alone
+    return case.device, tf32, case.xla, case.backend, ""
+
+
+def run_order(cases: list[Case], profile: str) -> list[Case]:
+    """A JAX GPU group smallest first (FLOPs of a step, a proxy of its memory), so peaks rise case by case."""
+    from workloads import WORKLOADS
+
+    if not cases or cases[0].backend != "jax" or cases[0].device_kind != "gpu":
+        return cases
+
+    def size(c: Case) -> float:
+        w = WORKLOADS[c.workload]
+        return float(w.model_flops_per_sample(w.size(profile), c.step_mode) * c.global_batch)
+
+    return sorted(cases, key=size)
 
 
 def group_label(key: GroupKey) -> str:
@@ -192,7 +207,7 @@ class Run:
                 if c.tenants == 1:
                     groups.setdefault(group_key(c), []).append(c)
             for key, cases in groups.items():
-                self._run_group(key, cases, idle, bar, skip)
+                self._run_group(key, run_order(cases, self.opts.profile), idle, bar, skip)
             self._repeat_workers(groups, idle, bar)
             for c in todo:  # after the ordinary cases: N workers at once on one device
                 if c.tenants > 1:

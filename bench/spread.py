@@ -36,8 +36,9 @@ def chosen(run_id: str, case_ids: Sequence[str], repeats: int, share: int = SPRE
     """
     if repeats > 1:
         return list(case_ids)
-    if not case_ids:
+    if not case_ids or repeats < 1:  # 0: no further workers at all (a quick check)
         return []
+
     def h(c: str) -> str:
         return hashlib.sha256(f"{run_id}/{c}".encode()).hexdigest()
 

@@ -54,6 +54,7 @@ class WorkerSession(ServeSteps):
         self.cases = {c.id: c for c in plan.cases}
         self.probes: dict[str, Any] = {}
         self._stopper: stopping.Stopper | None = None
+        self._lifetime = 0  # JAX: the highest allocator peak of this worker so far (it cannot be reset)
         self.skip: set[str] = set()
         self._floor = 0.0  # serve: the harness floor of the case in hand (ms)
         self.setup_error: str | None = None
@@ -228,9 +229,10 @@ class WorkerSession(ServeSteps):
             out.update(tenant_rounds=[list(s) for s in timed.stamps], tenant_pid=os.getpid())
         self.be.check_placement(built, timed.last)  # still where it was: nothing moved or recompiled in the rounds
         out.update(self._after(case, built, timed.last, out["samples_per_s"]))
-        out.update(_peaks(self.be.memory_peaks(self._virtual_cpu), "device_peak_mem"))
+        out.update(self._attributed(_peaks(self.be.memory_peaks(self._virtual_cpu), "device_peak_mem"), out))
         if probe_last:
             out.update(self._peak(case))
+            self._lifetime = _total(self.be.memory_peaks(self._virtual_cpu))  # the probe's matrices too
         achieved = info["flops_per_sample"] * out["samples_per_s"] / 1e12
         out["achieved_tflops"] = achieved
         out["mfu_measured"] = achieved / out["peak_tflops_measured"] if out["peak_tflops_measured"] else None
@@ -238,6 +240,22 @@ class WorkerSession(ServeSteps):
         out.update(self.telemetry.derive(timed.window, samples, self._idle_w()))
         out.update(self.coord.gather(out, samples))
         return out
+
+    def _attributed(self, peaks: dict, out: dict) -> dict:
+        """The case's own peak; where it cannot be reset (JAX), one above all earlier ones, else XLA's step estimate."""
+        if self.be.resets_memory_peak or peaks["device_peak_mem_bytes"] is None:
+            return peaks
+        before, self._lifetime = self._lifetime, max(self._lifetime, peaks["device_peak_mem_bytes"])
+        if peaks["device_peak_mem_bytes"] > before:
+            return {**peaks, "device_peak_mem_source": "allocator"}
+        est = out.get("xla_step_memory_estimate_bytes")
+        why = f"an earlier case or the matmul probe in this worker peaked higher ({before / 2**30:.2f} GiB)"
+        return dict(
+            device_peak_mem_bytes=est,
+            device_peak_mem_per_device_bytes=[est],
+            device_peak_mem_source="xla estimate" if est is not None else None,
+            device_peak_mem_note=f"not attributable: {why}; {'the XLA estimate' if est else 'no estimate'} instead",
+        )
 
     def _peak(self, case: Case) -> dict:
         """The matmul peak in the case's precision (once per precision and worker), for every chip of the case."""
@@ -378,6 +396,10 @@ class WorkerSession(ServeSteps):
         vals = [idle.get(g.uuid) for g in getattr(self.gpus, "gpus", [])]
         known = [v for v in vals if v is not None]
         return sum(known) if vals and len(known) == len(vals) else None
+
+
+def _total(per_device: list[int | None]) -> int:
+    return sum(p for p in per_device if p is not None)
 
 
 def _peaks(per_device: list[int | None], name: str) -> dict:

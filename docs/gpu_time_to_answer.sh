@@ -7,12 +7,14 @@
 # OUT/results.tgz and one line (rc, wall seconds) goes to OUT/steps.txt, so a step killed by a
 # time limit keeps what came before. Environment: PY (python, default python3), STD (the profile
 # of the standard-size step: standard; smoke to rehearse on a small CPU), ACCELBENCH_CACHE_DIR
-# (the compile cache's root; default a fresh folder under /tmp).
+# (the compile cache's root; default a fresh folder under /tmp), STEPS (the steps to run, default
+# all: smoke-cold smoke-warm std-cold std-warm check), LIMIT_PCT (each step's time limit in % of its own).
 set -u
 OUT=${1:?usage: $0 OUT [DEVICES]}
 DEV=${2:-gpu:1}
 PY=${PY:-python3}
 STD=${STD:-standard}
+STEPS=" ${STEPS:-smoke-cold smoke-warm std-cold std-warm check} "
 W=$(mktemp -d /tmp/accelbench-gpu2-XXXX)
 export ACCELBENCH_CACHE_DIR=${ACCELBENCH_CACHE_DIR:-$W/cache}
 export KERAS_BACKEND=jax PYTHONUNBUFFERED=1
@@ -22,6 +24,8 @@ pack() { tar -czf "$OUT/results.tgz" -C "$W" --exclude cache . ; }
 step() {  # step NAME LIMIT_S ARGS...: one accelbench command, its log, its rc and wall time
     local name=$1 limit=$2 t0 rc
     shift 2
+    [[ $STEPS == *" $name "* ]] || return 0
+    limit=$((limit * ${LIMIT_PCT:-100} / 100))  # LIMIT_PCT: every step's limit scaled (a short device call)
     t0=$(date +%s%N)
     timeout "$limit" "$PY" -m bench "$@" >"$W/$name.log" 2>&1
     rc=$?

@@ -154,13 +154,15 @@ def test_jax_gpu_workers_may_pool_most_of_the_gpu_unless_the_user_says_otherwise
     )
 
 
-def test_one_jax_gpu_case_per_worker_and_backends_never_share_one():
+def test_jax_gpu_cases_share_a_worker_per_tf32_setting_and_backends_never_share_one():
     def case(backend, kind, precision="fp32"):
         return Case("mlp", "train", kind, 1, False, precision, backend == "jax", 64, backend=backend)
 
     a, b = case("jax", "gpu"), case("jax", "gpu", "tf32")
-    assert runner.group_key(a) != runner.group_key(b)
-    assert runner.group_label(runner.group_key(a)) == a.id
+    assert runner.group_key(a) != runner.group_key(b)  # TF32 off and on: apart, as TensorFlow's
+    assert runner.group_key(b) == runner.group_key(case("jax", "gpu", "mixed_bfloat16"))
+    assert runner.group_label(runner.group_key(a)) == "gpu1-tf32off-jax"
+    assert runner.group_key(a) != runner.group_key(case("tensorflow", "gpu"))
     assert runner.group_key(case("jax", "cpu")) == runner.group_key(case("jax", "cpu", "mixed_bfloat16"))
     assert runner.group_key(case("jax", "cpu")) != runner.group_key(case("tensorflow", "cpu"))
     assert runner.group_label(runner.group_key(case("jax", "cpu"))) == "cpu-jax"

@@ -285,7 +285,10 @@ class JaxBackend(Backend):
     def memory_note(self) -> str:
         if self.platform == "cpu":
             return CPU_MEMORY_REASON
-        return "peak_bytes_in_use over the worker's life (JAX cannot reset it): one case per GPU worker, read before the matmul probe runs"
+        return (
+            "peak_bytes_in_use over the worker's life (JAX cannot reset it): the case's own where above every "
+            "earlier case's and the matmul probe's, else XLA's estimate of the step"
+        )
 
     def is_oom(self, e: BaseException) -> bool:
         return "RESOURCE_EXHAUSTED" in str(e) or "Out of memory" in str(e)

@@ -143,6 +143,14 @@ def _power_charts(run: RunData) -> list:
     return blocks
 
 
+def _peak_cell(r: pd.Series) -> Cell:
+    """The device peak; where the allocator could not attribute it (a shared JAX worker), XLA's estimate, said so."""
+    cell = _mib(r["device_peak_mem_bytes"], "{:.1f}")
+    if r.get("device_peak_mem_source") == "xla estimate":
+        return Cell(cell.text, cls="num", below="XLA estimate (not attributable)")
+    return cell
+
+
 def _mib(v: Any, fmt: str) -> Cell:
     """Bytes as MiB; empty, never 0, where not measured."""
     return num(v / 2**20 if v is not None and not pd.isna(v) and v else None, fmt)
@@ -155,8 +163,8 @@ MEMORY_SCOPE = {
         "NVML used MiB: TensorFlow's process pool (never released, so it carries over between cases of one worker)",
     ),
     "jax": (
-        "device peak MiB, worker's lifetime incl. compile (JAX peak_bytes_in_use, which cannot be reset; "
-        "one case per GPU worker)",
+        "device peak MiB incl. compile (JAX peak_bytes_in_use, which cannot be reset: the case's own where it "
+        "rose above every earlier case of its worker, smallest first; else XLA's estimate of the step, marked)",
         "NVML used MiB: XLA's client pool on demand (no preallocation, capped at the worker's memory fraction)",
     ),
 }
@@ -172,7 +180,7 @@ def memory(run: RunData) -> list:
         rows = [
             [
                 r["case_id"],
-                _mib(r["device_peak_mem_bytes"], "{:.1f}"),
+                _peak_cell(r),
                 _mib(r.get("device_peak_mem_compile_bytes"), "{:.1f}"),
                 _mib(r["host_peak_rss_bytes"], "{:.0f}"),
                 # tenants: NVML's per-process figures, summed over the tenants
