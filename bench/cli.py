@@ -110,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("-k", dest="keyword", default="", help="pytest -k expression over case ids")
     r.add_argument("--sampler-interval", type=float, default=0.1, help="telemetry sampling interval, s (>= 0.1)")
     r.add_argument("--no-sampler", action="store_true", help="no background telemetry sampling")
-    r.add_argument("--repeats", type=_nonneg_int, default=1, metavar="N", help="workers per case (run-level)")
+    r.add_argument("--repeats", type=_nonneg_int, default=None, metavar="N", help="workers per case (run-level)")
     r.add_argument("--compile-cache", default="auto", metavar="DIR|off", help="JAX's compile cache, or off")
     r.add_argument("--stall-timeout", type=float, default=None, metavar="S", help=STALL_HELP)
     r.add_argument(
@@ -196,7 +196,7 @@ def _prices(path: str | None):
 def cmd_run(a: argparse.Namespace) -> int:
     """``accelbench run``."""
     from bench import devices, storage
-    from bench.planning import RunOptions
+    from bench.planning import RunOptions, default_repeats
     from bench.report import analysis, console
     from bench.runner import Run
     from workloads import WORKLOADS
@@ -229,7 +229,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         sampler_interval_s=a.sampler_interval,
         sampler=not a.no_sampler,
         compile_cache=a.compile_cache,
-        repeats=a.repeats,
+        repeats=a.repeats if a.repeats is not None else default_repeats(),
         stall_timeout_s=a.stall_timeout,
         shard=a.shard,
         nodes=cluster.world if cluster else 1,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -34,6 +35,15 @@ def _choices(kind: str, values: tuple[str, ...], allowed: tuple[str, ...]) -> tu
 
 
 MAX_REPEATS = 10  # workers per case at most (--repeats)
+
+
+def default_repeats() -> int:
+    """``--repeats`` when not given: ``$ACCELBENCH_REPEATS``, else 1 (a rotating share in second workers)."""
+    text = os.environ.get("ACCELBENCH_REPEATS", "1")
+    try:
+        return int(text)
+    except ValueError:
+        raise UserError(f"ACCELBENCH_REPEATS must be a whole number; got {text!r}") from None
 
 
 @dataclass(frozen=True)

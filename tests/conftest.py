@@ -15,7 +15,10 @@ from run_bench import run_bench  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
 
-# JAX runs of the tests keep their compile cache in the machine's temporary folder, never the user's cache
+# JAX runs of the tests keep their compile cache in the machine's temporary folder, never the user's cache;
+# no run of the tests starts second workers unless it asks (--repeats): the CI's time. tests/test_runner.py
+# and the JAX run (tests/test_jax.py) measure them
+os.environ.setdefault("ACCELBENCH_REPEATS", "0")
 os.environ.setdefault("ACCELBENCH_CACHE_DIR", str(Path(tempfile.gettempdir()) / f"accelbench-tests-{os.getuid()}"))
 
 # tests/clients/ checks outputs with third-party clients (node, Java, Chromium) on a fresh smoke

@@ -37,6 +37,7 @@ def jax_run(tmp_path_factory):
         *("--devices", "cpu", "--virtual-devices", "2", "--parallelism", "both"),
         *("--precisions", "fp32,mixed_bfloat16", "--modes", "train,infer,serve", "-k", SELECT),
         *("--results-dir", str(d / "results"), "--no-report", "--compile-cache", str(d / "cache")),
+        *("--repeats", "1"),  # a rotating share in second workers (the tests' default is none)
     ]
     env = {**os.environ, "KERAS_BACKEND": "tensorflow"}  # the runner must set the worker's backend itself
     r = subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, timeout=900, env=env)

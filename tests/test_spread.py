@@ -60,3 +60,16 @@ def test_every_measured_case_of_a_kind_gets_the_interval_and_other_kinds_none():
     f = out["cpu"]["factor"]
     assert infos[1]["run_ci_low"] == pytest.approx(300 / f) and infos[1]["run_ci_high"] == pytest.approx(300 * f)
     assert "run_ci_low" not in infos[2] and "run_ci_low" not in infos[3]
+
+
+def test_the_default_repeats_come_from_the_environment_and_a_bad_one_is_one_line(monkeypatch):
+    from bench.errors import UserError
+    from bench.planning import default_repeats
+
+    monkeypatch.delenv("ACCELBENCH_REPEATS", raising=False)
+    assert default_repeats() == 1
+    monkeypatch.setenv("ACCELBENCH_REPEATS", "3")
+    assert default_repeats() == 3
+    monkeypatch.setenv("ACCELBENCH_REPEATS", "many")
+    with pytest.raises(UserError, match="ACCELBENCH_REPEATS must be a whole number; got 'many'"):
+        default_repeats()

@@ -106,7 +106,10 @@ def test_a_shared_jax_gpu_worker_attributes_a_peak_only_above_every_earlier_one(
     assert first["device_peak_mem_bytes"] == 1000 and first["device_peak_mem_source"] == "allocator"
     assert w._lifetime == 3 * timing("smoke").probe_n["gpu"] ** 2 * 4  # the probe's matrices, read after it
     second = Case("mlp", "infer", "gpu", 1, False, "fp32", False, 64, backend="jax")
-    w._build = lambda case, out: (out.update(xla_step_memory_estimate_bytes=900), (SimpleNamespace(step=lambda: None), None))[1]
+    w._build = lambda case, out: (
+        out.update(xla_step_memory_estimate_bytes=900),
+        (SimpleNamespace(step=lambda: None), None),
+    )[1]
     out = w._measure(second, SimpleNamespace(disabled=False), {"flops_per_sample": 10})
     assert out["device_peak_mem_bytes"] == 900 and out["device_peak_mem_source"] == "xla estimate"
     assert out["device_peak_mem_note"].startswith("not attributable: an earlier case or the matmul probe")

@@ -141,7 +141,18 @@ def latency_vs_rate(
         colour, m = PALETTE[i % len(PALETTE)], markers[i % len(markers)]
         xs = [p[0] for p in ok]
         ax.plot(xs, [p[2] for p in ok], marker=m, color=colour, label=f"{name} p99", linewidth=1.2)
-        ax.plot(xs, [p[1] for p in ok], marker=m, color=colour, linestyle="--", linewidth=0.8, alpha=0.7)
+        p50 = [p[1] for p in ok]
+        has_p50 = any(v == v for v in p50)  # a legend entry only for a line that is drawn
+        ax.plot(
+            xs,
+            p50,
+            marker=m,
+            color=colour,
+            linestyle="--",
+            linewidth=0.8,
+            alpha=0.7,
+            label=f"{name} p50" if has_p50 else None,
+        )
         rate = found.get(name)
         at = [p for p in ok if rate and abs(p[0] / rate - 1) < 0.1]
         if rate and at:

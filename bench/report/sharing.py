@@ -6,7 +6,10 @@ are labelled so: their figures never stand for GPU interference.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+import pandas as pd
 
 from bench import storage
 from bench.cases import Case
@@ -117,7 +120,9 @@ def section(run: RunData) -> list:
             )
         mixed = [r for r in group if r.case.neighbour]
         if mixed:
-            out.append(Table(MIX_HEADERS, [_mix_row(r) for r in mixed], label=f"beside a noisy neighbour: {device}"))
+            alone = {str(r["case_id"]): r["samples_per_s"] for _, r in run.table.iterrows() if r["status"] == "ok"}
+            rows = [_mix_row(r, alone) for r in mixed]
+            out.append(Table(MIX_HEADERS, rows, label=f"beside a noisy neighbour: {device}"))
     return out
 
 
@@ -135,7 +140,21 @@ MIX_HEADERS = [
 ]
 
 
-def _mix_row(rec: CaseRecord) -> list:
+def _neighbour_alone(rec: CaseRecord) -> str:
+    """The id of the neighbour's own case measured alone (``train-b64`` beside -> that training case)."""
+    mode, batch = rec.case.neighbour.split("-b")
+    return dataclasses.replace(rec.case, mode=mode, per_replica_batch=int(batch), tenants=1, neighbour="").id
+
+
+def _neighbour_cell(e: Mapping, alone: float | None) -> Cell:
+    """The neighbour's rate beside the latency case, and alone where this run measured it (review finding 9)."""
+    beside = e.get("neighbour_samples_per_s")
+    if not beside or alone is None or pd.isna(alone) or not alone:
+        return num(beside)
+    return Cell(human(beside), cls="num", below=f"alone {human(alone)} ({beside / alone:.2f}x)")
+
+
+def _mix_row(rec: CaseRecord, alone: Mapping[str, float] | None = None) -> list:
     e = rec.info
 
     def ms(k: str) -> Cell:
@@ -150,7 +169,7 @@ def _mix_row(rec: CaseRecord) -> list:
         ms("alone_latency_p99_s"),
         ms("latency_p99_s"),
         num(e.get("latency_p99_inflation"), "{:.2f}x"),
-        num(e.get("neighbour_samples_per_s")),
+        _neighbour_cell(e, (alone or {}).get(_neighbour_alone(rec))),
         Cell(e.get("sharing_verdict") or ""),
     ]
 
