@@ -58,7 +58,8 @@ def test_serve_on_the_cpu_finds_a_rate_under_the_capacity_with_p99_under_the_slo
         and 'aria-label="mlp: latency vs request rate (SLO 10 ms)' in html
     )
     assert "req/s at p99 <= 10 ms" in r.stdout or "no rate at p99 <= 10 ms" in r.stdout
-    assert json.loads(path.read_text())["benchmarks"][0]["stats"]["ops"] > 0  # a pytest-benchmark entry as ever
+    if rec.status == "ok":  # a slo_missed case is stored with the unmeasured ones (no throughput to compare)
+        assert json.loads(path.read_text())["benchmarks"][0]["stats"]["ops"] > 0  # a pytest-benchmark entry as ever
 
 
 def test_an_slo_no_request_can_meet_is_said_after_a_few_calls_without_rounds(tmp_path):
