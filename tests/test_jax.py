@@ -215,11 +215,7 @@ def test_a_second_run_loads_the_steps_from_the_compile_cache(jax_run):
     (e,) = [x["extra_info"] for x in storage.records(storage.load(again))]
     assert e["status"] == "ok" and e["compile_cache"] == "hit" and e["compile_cache_misses"] == 0
     assert e["compile_cache_load_s"] > 0 and e["probe_case"] == e["case_id"]  # a new run probes anew
-    # off: nothing read or written
-    args[args.index(str(d / "cache"))] = "off"
-    args[-1] = str(d / "off")
-    r = subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    (off,) = (d / "off").glob("*.json")
-    (e,) = [x["extra_info"] for x in storage.records(storage.load(off))]
-    assert e["compile_cache"] == "off" and "compile_cache_hits" not in e
+    # the run's second workers compiled afresh (the cache off for them): the spread they measure includes XLA's compile
+    again = [w for e in cases.values() for w in e.get("repeat_workers") or []]
+    assert again and all(w["compile_cache"] == "off" for w in again if w["status"] == "ok")
+    assert doc["run"]["between_worker_spread"]["cpu"]["cases"] >= 1
