@@ -544,3 +544,28 @@ def test_the_mix_shows_its_sharing_mode_memory_and_why_there_is_no_stp(h200_runs
     assert "time-slicing" in sharing and "mlp-train-gpu1-jax-fp32-b64-t2 planned, not run" in sharing
     memory = html.split("<h2>Memory")[1].split("</table>")[0]
     assert '<td class="num">1566</td>' in memory  # 719 + 923 MB that NVML listed for the two tenants
+
+
+def test_the_mix_sets_its_neighbours_rate_beside_the_same_case_alone(h200_runs):
+    """review-1 finding 9: "neighbour 369,000 samples/s" had no alone figure beside it. Where the run has the
+    neighbour's own case measured alone (here the smoke run's, copied into the mix run), it is shown with the ratio."""
+    doc = copy.deepcopy(h200_runs["tenants-mix"])
+    smoke = h200_runs["smoke-cpu-and-gpu1"]
+    (alone,) = [r for r in storage.records(smoke) if r["extra_info"]["case_id"] == "mlp-train-gpu1-jax-fp32-b64"]
+    storage.add_record(doc, copy.deepcopy(alone))
+    mix = next(r["extra_info"] for r in storage.records(doc) if r["extra_info"].get("neighbour"))
+    ratio = mix["neighbour_samples_per_s"] / alone["extra_info"]["samples_per_s"]
+    sharing = html_report([doc]).split("<h2>Sharing one device")[1].split("<h2>")[0]
+    assert f"({ratio:.2f}x)" in sharing and "alone 541,000" in sharing
+    # without it, the rate stands alone as before (never a ratio against a case the run did not measure)
+    assert "alone 541,000" not in html_report([h200_runs["tenants-mix"]]).split("<h2>Sharing one device")[1]
+
+
+def test_the_serve_chart_names_its_p50_lines_in_the_legend():
+    """review-1 finding 18: the p50 points had no legend entry."""
+    from bench.report import charts
+
+    svg = charts.latency_vs_rate({"mlp b64": [(100.0, 1.0, 2.0), (200.0, 1.5, 3.0)]}, 10.0, {"mlp b64": 200.0}, "t")
+    assert "mlp b64 p50" in svg and "mlp b64 p99" in svg
+    none = charts.latency_vs_rate({"mlp b64": [(100.0, None, 2.0)]}, 10.0, {"mlp b64": None}, "t")
+    assert "mlp b64 p50" not in none  # no legend entry for a line that is not drawn
