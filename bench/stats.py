@@ -21,16 +21,15 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float,
     Returns the narrowest symmetric pair (x_(j), x_(n+1-j)) whose coverage P(j <= B <= n-j),
     B ~ Binomial(n, 1/2), is at least ``confidence``; None when n is too small (n < 6 at 95%).
     """
-    x = sorted(values)
-    n = len(x)
+    n = len(values)
     best = None
     for j in range(1, n // 2 + 1):
         coverage = sps.binom.cdf(n - j, n, 0.5) - sps.binom.cdf(j - 1, n, 0.5)
         if coverage >= confidence:
-            best = (x[j - 1], x[n - j])
+            best = j
         else:
             break
-    return best
+    return order_interval(values, best) if best else None
 
 
 def order_interval(values: Sequence[float], rank: int) -> tuple[float, float] | None:

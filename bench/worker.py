@@ -218,12 +218,10 @@ class WorkerSession(ServeSteps):
         out.update(self._warm_up(case, built))
         timed = self._timed(case, built, benchmark)
         stopper = None if timed.stamps else self._stopper
-        out.update(
-            self.loop.summarize(case, timed.round_times_s, timed.k, stopper.record()["ci_rank"] if stopper else None)
-        )
-        out.update(
+        stop: dict[str, Any] = (
             stopper.record() if stopper else {"stop_reason": "fixed rounds (cluster)" if self.plan.cluster else None}
         )
+        out.update(self.loop.summarize(case, timed.round_times_s, timed.k, stop.get("ci_rank")), **stop)
         self._round_times = timed.round_times_s
         if timed.stamps:  # the parent lays the tenants' rounds side by side
             out.update(tenant_rounds=[list(s) for s in timed.stamps], tenant_pid=os.getpid())
