@@ -80,6 +80,7 @@ FIGURE_COLUMNS = [
     "xla_step_memory_estimate_bytes",  # temp + arguments + outputs - aliased of the compiled JAX step
     # the JAX backend: compile ahead of time, then a first (cold) step; what the model split covered
     "first_step_s",
+    "warmup_steps",  # warm-up steps run: the profile's count, fewer where a slow step outlasted its time bound
     "model_parallel_split_fraction",
     "xla_flops_per_device_step",
     # the stopping rule (bench.stopping): the CI half-width aimed at and reached, and why the rounds ended

@@ -36,9 +36,12 @@ class Solo:
         """Alone, every case records the setup error and the worker goes on to the end."""
 
     def calibrate(self, step_and_sync: Callable[[], None], timing: Timing) -> float:
-        """Seconds per step: at least 2 steps, up to 0.2 s (or one round) of them."""
+        """Seconds per step: 2 steps (1 that outlasts a round: K is 1 anyway), up to 0.2 s (or a round) of them."""
         n, t0 = 0, time.perf_counter()
-        while n < 2 or (time.perf_counter() - t0 < min(0.2, timing.min_round_s) and n < 1000):
+        while n < 1 or (n < 2 and time.perf_counter() - t0 < timing.round_s):
+            step_and_sync()
+            n += 1
+        while time.perf_counter() - t0 < min(0.2, timing.min_round_s) and n < 1000:
             step_and_sync()
             n += 1
         return (time.perf_counter() - t0) / n

@@ -72,6 +72,19 @@ def plan_rounds(step_s: float, timing: Timing) -> tuple[int, Schedule]:
     return k, timing.schedule.within(r)
 
 
+def warm_up(step: Callable[[], Any], sync: Callable[[], Any], steps: int, bound_s: float) -> int:
+    """Up to ``steps`` warm-up steps, ending once they have lasted ``bound_s`` (at least one); how many ran.
+
+    Each is synced (untimed), so the bound sees the device's time, not the enqueue's.
+    """
+    n, t0 = 0, time.perf_counter()
+    while n < steps and (n == 0 or time.perf_counter() - t0 < bound_s):
+        step()
+        sync()
+        n += 1
+    return n
+
+
 class StopRounds(Exception):
     """Raised after a round (outside its timing) when the stopping rule says the rounds are enough."""
 

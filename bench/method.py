@@ -37,6 +37,7 @@ def markdown() -> str:
         .render(
             warmup=std.warmup_steps,
             warmup_smoke=smoke.warmup_steps,
+            warmup_s=f"{std.warmup_s:g}",
             min_round=f"{std.min_round_s:g}",
             looks=", ".join(map(str, std.looks)),
             looks_smoke=", ".join(map(str, smoke.looks)),

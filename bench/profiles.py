@@ -20,7 +20,11 @@ class Timing:
             (``bench.stopping``: any look misses the median with at most 5% chance); the last
             look is the cap, and each round lasts ``max(min_round_s, case_budget_s / cap)``.
         ci_target: the CI half-width (relative to the median) a case stops at, per device kind.
-        warmup_steps: steps after the first (compiling) call, before calibration.
+        warmup_steps: steps after the first (compiling) call, before calibration; alone (not
+            a cluster, whose ranks must step together) the warm-up ends early once it has
+            lasted ``warmup_s`` (criterion.rs warms up for a time, 3 s by default: a 12 s CNN
+            step on two CPU cores needs no five more to be warm).
+        warmup_s: the warm-up's time bound (seconds; at least one step runs).
         latency_steps: individually synced inference steps for latency percentiles.
         probe_n: matrix size of the matmul probe, per device kind (one size in every profile,
             so one device has one peak per precision whatever the profile).
@@ -45,6 +49,7 @@ class Timing:
     probe_n: dict
     probe_budget_s: float
     latency_batch1: bool
+    warmup_s: float = 3.0
     compile_allowance_s: float = 600.0
     serve_trial_s: float = 1.0
     serve_max_trial_s: float = 10.0
@@ -95,6 +100,7 @@ PROFILES: dict[str, Timing] = {
         min_round_s=0.04,
         ci_target={"cpu": 0.05, "gpu": 0.01},
         warmup_steps=2,
+        warmup_s=0.5,
         latency_steps=20,
         probe_budget_s=0.4,
         latency_batch1=False,
@@ -109,6 +115,7 @@ PROFILES: dict[str, Timing] = {
         min_round_s=1.0,
         ci_target={"cpu": 0.02, "gpu": 0.01},
         warmup_steps=5,
+        warmup_s=3.0,
         latency_steps=100,
         probe_budget_s=3.0,
         latency_batch1=True,
@@ -123,6 +130,7 @@ PROFILES: dict[str, Timing] = {
         min_round_s=1.0,
         ci_target={"cpu": 0.02, "gpu": 0.01},
         warmup_steps=10,
+        warmup_s=10.0,
         latency_steps=200,
         probe_budget_s=5.0,
         latency_batch1=True,

@@ -233,7 +233,8 @@ class Run:
         """The same cases again in fresh workers (fresh process, compile cache off): the run-level spread."""
         ok = storage.status_sets(self.doc)["ok"]
         done = [c for cs in groups.values() for c in cs if c.mode in ("train", "infer") and c.id in ok]
-        again = set(spread.chosen(self.run_id, [c.id for c in done], self.opts.repeats))
+        walls = {storage.case_id_of(r): r["extra_info"].get("case_wall_s") for r in storage.records(self.doc)}
+        again = set(spread.chosen(self.run_id, [c.id for c in done], self.opts.repeats, walls))
         if self.cluster or not again:
             return
         if bar is not None:
@@ -273,7 +274,7 @@ class Run:
             profile=self.opts.profile,
             backend=backend,
             device=device,
-            timing=self.opts.timing,
+            timing=spread.repeat_timing(self.opts.timing) if self.repeat else self.opts.timing,
             cases=tuple(cases),
             gpu=gpu,
             idle_power_w=idle,

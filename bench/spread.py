@@ -16,6 +16,7 @@ Pure: no I/O, records in and figures out.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,16 +24,29 @@ from dataclasses import dataclass
 
 from scipy import stats as sps
 
+from bench.profiles import Timing
+
 SPREAD_SHARE = 4  # without --repeats: one case in this many (rotating with the run id) runs a second worker
 MIN_CASES = 3  # and at least this many (df 3: t = 3.2; one pair alone would give t = 12.7)
 METHOD = "rerun interval: between-worker spread of log medians, pooled per device kind (t, sqrt 2)"
 
 
-def chosen(run_id: str, case_ids: Sequence[str], repeats: int, share: int = SPREAD_SHARE) -> list[str]:
+def chosen(
+    run_id: str,
+    case_ids: Sequence[str],
+    repeats: int,
+    costs: Mapping[str, float] | None = None,
+    share: int = SPREAD_SHARE,
+) -> list[str]:
     """The cases that run again in fresh workers: all of them with ``repeats`` > 1, else a rotating share.
 
-    The share is picked by a hash of the run id and the case id, so each run picks others, and
-    never fewer than ``MIN_CASES`` (or all of a smaller run).
+    The share is one case in ``share`` (never fewer than ``MIN_CASES``, or all of a smaller run),
+    drawn in the order of a hash of the run id and the case id, so each run picks others. With
+    ``costs`` (each case's wall time in its first worker) the share costs at most 1 / ``share``
+    of the run's time: only cases within their fair part of it (that time over the picks) are
+    drawn, so a 10 s CNN step on two CPU cores never costs five quick pairs; the cheapest make
+    up ``MIN_CASES`` where too few are within it. The spread is pooled per device kind, so the
+    dear cases get the interval the quick ones measure.
     """
     if repeats > 1:
         return list(case_ids)
@@ -42,11 +56,31 @@ def chosen(run_id: str, case_ids: Sequence[str], repeats: int, share: int = SPRE
     def h(c: str) -> str:
         return hashlib.sha256(f"{run_id}/{c}".encode()).hexdigest()
 
-    picks = [c for c in case_ids if int(h(c), 16) % share == 0]
-    if len(picks) < MIN_CASES:
-        picks = sorted(case_ids, key=h)[:MIN_CASES]
-        picks = [c for c in case_ids if c in picks]  # in run order
-    return picks
+    want = max(MIN_CASES, math.ceil(len(case_ids) / share))
+    cost = {c: float((costs or {}).get(c) or 0.0) for c in case_ids}
+    fair = sum(cost.values()) / share / want if costs else math.inf
+    picks = [c for c in sorted(case_ids, key=h) if cost[c] <= fair][:want]
+    for c in sorted((c for c in case_ids if c not in picks), key=lambda c: (cost[c], h(c))):
+        if len(picks) >= min(MIN_CASES, len(case_ids)):
+            break
+        picks.append(c)
+    return [c for c in case_ids if c in picks]  # in run order
+
+
+def repeat_timing(timing: Timing) -> Timing:
+    """A second worker's timing: rounds as long as the first's, up to the first look, no latency steps.
+
+    Its median is the figure the spread needs (its own CI is not shown): the first look's rounds
+    give it, and the cap's would only cost time.
+    """
+    first = timing.looks[0]
+    return dataclasses.replace(
+        timing,
+        case_budget_s=timing.round_s * first,
+        looks=(first,),
+        ranks=timing.ranks[:1],
+        latency_steps=0,
+    )
 
 
 @dataclass(frozen=True)

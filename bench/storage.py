@@ -154,6 +154,7 @@ REPEAT_FIELDS = (
     "samples_per_s_ci_low",
     "samples_per_s_ci_high",
     "rounds",
+    "ci_looks",  # a second worker looks once (bench.spread.repeat_timing)
     "stop_reason",
     "compile_s",
     "compile_cache",

@@ -289,13 +289,14 @@ class WorkerSession(ServeSteps):
         """Warm-up steps; the compile-time memory peak, then the allocator's peak reset for the steady state."""
         be = self.be
         self.heartbeat(case.id, "warm-up")
-        for _ in range(self.timing.warmup_steps):
-            built.step()
-        be.sync()
+        # a cluster's ranks step together: each runs the count, whatever its own clock says
+        bound = math.inf if self.plan.cluster else self.timing.warmup_s
+        n = self.loop.warm_up(built.step, be.sync, self.timing.warmup_steps, bound)
         # the compile-time peak (autotune scratch, XLA's compiler) is its own figure; the
         # steady-state peak is measured from here on. Without a reset (JAX) both would be one
         # lifetime peak: only the case's peak is recorded
         out = _peaks(be.memory_peaks(self._virtual_cpu), "device_peak_mem_compile") if be.resets_memory_peak else {}
+        out["warmup_steps"] = n
         if be.memory_note():
             out["device_peak_mem_note"] = be.memory_note()
         be.reset_memory()
@@ -374,6 +375,8 @@ class WorkerSession(ServeSteps):
             if not math.isfinite(loss):
                 raise self.loop.NumericsError(f"loss is {loss} after the timed rounds")
             return {"loss_final": loss}
+        if not self.timing.latency_steps:  # a second worker (bench.spread): its median is all it is for
+            return {}
         self.heartbeat(case.id, "latency")
         lat = self.loop.latencies(
             built.step, self.be.sync, self.timing.latency_steps, self.coord.latency_budget_s(self.timing)

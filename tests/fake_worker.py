@@ -75,6 +75,7 @@ for i, c in enumerate(plan.cases):
         "reason": "",
         "steps_per_round": 10,
         "rounds": 6,
+        "ci_looks": list(plan.timing.looks),  # the plan's looks: a second worker's are its first look only
         # FAKE_WORKER_SPREAD: each worker process measures a little differently, as real ones do
         "samples_per_s": 6400.0 * (1 + 0.01 * (os.getpid() % 7 - 3) if os.environ.get("FAKE_WORKER_SPREAD") else 1),
     }

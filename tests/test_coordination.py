@@ -4,6 +4,8 @@ The cluster's collectives (join, agree, gather, barrier) run for real in tests/t
 over loopback; here, the decisions that need no TensorFlow.
 """
 
+import math
+
 import pytest
 
 from bench.cases import Case, DeviceConfig
@@ -53,3 +55,33 @@ def test_a_cluster_worker_ends_the_run_on_setup_failure_and_leaves_after_a_faile
     assert c.peer_failed(RuntimeError("socket closed")) is False
     c.close(lambda p: pytest.fail("a worker that never joined must not wait on a barrier"))
     assert CALIBRATION_STEPS >= 2
+
+
+def test_calibration_takes_one_step_that_outlasts_a_round_and_warm_up_ends_on_its_time_bound(monkeypatch):
+    from bench import loop
+
+    clock = [0.0]
+    monkeypatch.setattr(loop.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr("bench.coordination.time.perf_counter", lambda: clock[0])
+
+    def step(seconds):
+        calls = []
+
+        def run():
+            calls.append(1)
+            clock[0] += seconds
+
+        return run, calls
+
+    t = timing("standard")
+    slow, calls = step(12.0)  # ResNet-50 training on two CPU cores: K is 1 whatever a second step says
+    assert Solo().calibrate(slow, t) == 12.0 and len(calls) == 1
+    quick, calls = step(2**-6)  # exact in binary: the clock adds up without rounding
+    assert Solo().calibrate(quick, t) == 2**-6 and len(calls) == 13  # 0.2 s of them
+    slow, calls = step(12.0)
+    assert loop.warm_up(slow, lambda: None, t.warmup_steps, t.warmup_s) == 1 == len(calls)
+    mid, calls = step(1.25)
+    assert loop.warm_up(mid, lambda: None, t.warmup_steps, t.warmup_s) == 3  # 2.5 s < 3 s: one more
+    quick, calls = step(0.01)
+    assert loop.warm_up(quick, lambda: None, t.warmup_steps, t.warmup_s) == t.warmup_steps
+    assert loop.warm_up(slow, lambda: None, t.warmup_steps, math.inf) == t.warmup_steps  # a cluster: the count

@@ -88,6 +88,8 @@ def test_repeats_measure_every_case_again_in_fresh_workers_and_never_replace_a_r
     assert len(infos) == 4 and all(e["status"] == "ok" for e in infos)  # one record per case, not one per worker
     for e in infos:
         assert [w["status"] for w in e["repeat_workers"]] == ["ok", "ok"], e["case_id"]
+        # the first worker looks at the profile's looks; a second one only at the first (its median is its figure)
+        assert len(e["ci_looks"]) > 1 and [w["ci_looks"] for w in e["repeat_workers"]] == [e["ci_looks"][:1]] * 2
         assert e["run_ci_low"] < e["samples_per_s"] < e["run_ci_high"]
     sp = doc["run"]["between_worker_spread"]["cpu"]
     assert sp["cases"] == 4 and sp["df"] == 8 and sp["method"].startswith("rerun interval")

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from bench import spread
+from bench import profiles, spread
 
 
 def test_the_pooled_spread_is_the_within_case_variance_of_log_medians():
@@ -40,6 +40,28 @@ def test_a_rotating_share_of_cases_runs_again_and_repeats_take_all():
     assert spread.chosen("x", ids[:2], 1) == ids[:2] and spread.chosen("x", [], 1) == []
     few = spread.chosen("x", ids[:8], 1)
     assert len(few) >= spread.MIN_CASES and few == [c for c in ids[:8] if c in few]
+
+
+def test_the_share_passes_over_cases_that_would_take_it_past_its_time_and_fills_with_the_cheapest():
+    ids = [f"case-{i}" for i in range(18)]
+    costs = {c: (120.0 if i < 3 else 25.0) for i, c in enumerate(ids)}  # three slow CNN steps, fifteen quick
+    budget = sum(costs.values()) / spread.SPREAD_SHARE
+    for run in (f"run-{n}" for n in range(40)):
+        picks = spread.chosen(run, ids, 1, costs)
+        assert len(picks) == math.ceil(len(ids) / spread.SPREAD_SHARE)
+        assert sum(costs[c] for c in picks) <= budget and picks == [c for c in ids if c in picks]
+    # where the share's time holds fewer than the minimum, the cheapest make it up
+    dear = dict(zip(ids[:4], (400.0, 300.0, 200.0, 100.0)))  # the share's time: 250 s
+    assert all(spread.chosen(f"run-{n}", ids[:4], 1, dear) == ids[1:4] for n in range(20))
+    assert spread.chosen("run-a", ids, 1, costs) != spread.chosen("run-b", ids, 1, costs)  # still rotating
+
+
+def test_a_second_worker_keeps_the_round_length_looks_once_and_times_no_latencies():
+    for name, t in profiles.PROFILES.items():
+        r = spread.repeat_timing(t)
+        assert r.round_s == pytest.approx(t.round_s), name
+        assert r.looks == t.looks[:1] and r.schedule.cap == t.min_rounds and r.latency_steps == 0
+        assert r.schedule.ranks == t.schedule.ranks[:1] and r.warmup_steps == t.warmup_steps
 
 
 def test_every_measured_case_of_a_kind_gets_the_interval_and_other_kinds_none():
