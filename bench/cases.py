@@ -7,9 +7,10 @@ is used everywhere: pytest id, results key, CSV row, report label.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -80,23 +81,17 @@ def parse_device_spec(text: str) -> DeviceConfig:
     raise UserError(f"device must be 'cpu' or 'gpu:K' with K >= 1; got {text!r}")
 
 
-ID_PARTS = ("workload", "mode", "device", "backend", "parallelism", "precision", "xla", "batch", "slo", "tenants")
-_ID_RE = re.compile(
-    r"^(?P<workload>[a-z0-9_]+)-(?P<mode>[a-z]+)"
-    r"-(?P<device>(?:cpu|gpu)\d*(?:x\d+nodes)?(?:-virtual)?)"
-    rf"(?:-(?P<backend>{'|'.join(b for b in BACKENDS if b != 'tensorflow')}))?(?:-(?P<parallelism>mp))?"
-    rf"-(?P<precision>{'|'.join(PRECISIONS)})(?:-(?P<xla>xla))?"
-    r"-(?P<batch>b\d+)(?:-(?P<slo>slo[0-9.e+]+ms))?(?:-(?P<tenants>t\d+|beside-.+))?$"
-)
+KNOB_RE = re.compile(r"[a-z]+")  # a size knob's name in an id: letters only, so its value's digits end it
+MAX_KNOB = 1 << 20  # the largest batch or size value a case takes (a sweep's hostile value is one line, exit 2)
 
 
 def parse_id(case_id: str) -> dict[str, str]:
-    """A case id's named parts (``Case.id_parts``), "" where absent.
+    """A case id's named parts (``Case.id_parts``, the names of ``ID_TABLE``), "" where absent.
 
     Raises:
         ValueError: not a case id.
     """
-    m = _ID_RE.match(case_id)
+    m = _id_re().match(case_id)
     if not m:
         raise ValueError(f"not a case id: {case_id!r}")
     return {k: m[k] or "" for k in ID_PARTS}
@@ -120,6 +115,7 @@ class Case:
     slo_ms: float | None = None  # serve: the p99 latency bound, one for every device of a run
     tenants: int = 1  # copies of the case run at once on its one device (bench.tenants)
     neighbour: str = ""  # the mix: this case beside a noisy neighbour, "<mode>-b<batch>" of the same case
+    knobs: tuple[tuple[str, int], ...] = ()  # size knobs away from the profile's size (a sweep's point), in order
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -140,6 +136,12 @@ class Case:
             raise UserError(
                 f"a mix case has 2 tenants and a neighbour like train-b64; got {self.tenants}, {self.neighbour!r}"
             )
+        object.__setattr__(self, "knobs", tuple((str(k), int(v)) for k, v in self.knobs))  # from JSON: lists
+        for k, v in self.knobs:
+            if not KNOB_RE.fullmatch(k) or not 1 <= v <= MAX_KNOB:
+                raise UserError(f"a size knob is a lower-case name and a value from 1 to {MAX_KNOB}; got {k}={v}")
+        if self.per_replica_batch > MAX_KNOB:
+            raise UserError(f"batch size must be at most {MAX_KNOB}; got {self.per_replica_batch}")
         self.device  # noqa: B018  (validates)
 
     @property
@@ -173,25 +175,8 @@ class Case:
         return self.per_replica_batch * self.replicas
 
     def id_parts(self) -> dict[str, str]:
-        """The id as a table of named parts (``ID_PARTS``, in order; "" where a part is absent).
-
-        TensorFlow ids are unchanged from before the backend axis (results stay comparable);
-        other backends add theirs after the device, and ``mp`` under model parallelism. JAX
-        always compiles with XLA, so its ids carry no ``xla``. The optional suffixes: the serve
-        SLO, and N tenants or the mix's neighbour.
-        """
-        return {
-            "workload": self.workload,
-            "mode": self.mode,
-            "device": self.device.label,
-            "backend": "" if self.backend == "tensorflow" else self.backend,
-            "parallelism": "mp" if self.parallelism == "model" else "",
-            "precision": self.precision,
-            "xla": "xla" if self.xla and self.backend == "tensorflow" else "",
-            "batch": f"b{self.per_replica_batch}",
-            "slo": f"slo{self.slo_ms:g}ms" if self.slo_ms is not None else "",
-            "tenants": f"beside-{self.neighbour}" if self.neighbour else f"t{self.tenants}" if self.tenants > 1 else "",
-        }
+        """The id as a table of named parts (``ID_TABLE``, in order; "" where a part is absent)."""
+        return {p.name: p.text(self) for p in ID_TABLE}
 
     @property
     def id(self) -> str:
@@ -210,12 +195,16 @@ class Case:
             del d["tenants"]
         if not d["neighbour"]:
             del d["neighbour"]
+        if d["knobs"]:
+            d["knobs"] = [list(kv) for kv in self.knobs]
+        else:
+            del d["knobs"]
         return d
 
     @classmethod
     def from_dict(cls, d: dict) -> Case:
         """Inverse of :meth:`to_dict`; extra keys are ignored (older results: 1 node, TensorFlow, data parallel)."""
-        optional = ("nodes", "backend", "parallelism", "slo_ms", "tenants", "neighbour")
+        optional = ("nodes", "backend", "parallelism", "slo_ms", "tenants", "neighbour", "knobs")
         return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d or f.name not in optional})
 
     @classmethod
@@ -247,6 +236,7 @@ class Case:
             slo_ms=None if get("slo_ms") is None else float(get("slo_ms")),
             tenants=int(get("tenants", 1)),
             neighbour=str(get("neighbour", "") or ""),
+            knobs=knobs_of(get("knobs")),
         )
 
     def related(self, **changes: Any) -> Case:
@@ -281,6 +271,67 @@ class Case:
         return self.related(
             mode="infer", per_replica_batch=1, tenants=2, neighbour=f"{self.mode}-b{self.per_replica_batch}"
         )
+
+
+def knobs_of(value: Any) -> tuple[tuple[str, int], ...]:
+    """Size knobs as stored: pairs in a record, ``width=2048;depth=4`` in a CSV row, or nothing."""
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+        return ()
+    if isinstance(value, str):
+        pairs = [kv.partition("=") for kv in value.split(";") if kv]
+        return tuple((k, int(v)) for k, _, v in pairs)
+    return tuple((str(k), int(v)) for k, v in value)
+
+
+@dataclass(frozen=True)
+class IdPart:
+    """One named part of a case id: its pattern (without the joining ``-``), whether it may be absent, its text."""
+
+    name: str
+    pattern: str
+    optional: bool
+    text: Callable[[Case], str]
+
+
+def _tenants_text(c: Case) -> str:
+    return f"beside-{c.neighbour}" if c.neighbour else f"t{c.tenants}" if c.tenants > 1 else ""
+
+
+# The case id, part by part: the non-empty texts joined by "-", read back by one pattern built from
+# the same rows. TensorFlow ids are unchanged from before the backend axis (results stay
+# comparable); other backends add theirs after the device, and ``mp`` under model parallelism.
+# JAX always compiles with XLA, so its ids carry no ``xla``. A sweep's size knobs follow the
+# workload (none at the profile's size); the optional suffixes: the serve SLO, and N tenants or
+# the mix's neighbour.
+ID_TABLE: tuple[IdPart, ...] = (
+    IdPart("workload", r"[a-z0-9_]+", False, lambda c: c.workload),
+    IdPart("size", r"[a-z]+\d+(?:-[a-z]+\d+)*", True, lambda c: "-".join(f"{k}{v}" for k, v in c.knobs)),
+    IdPart("mode", r"[a-z]+", False, lambda c: c.mode),
+    IdPart("device", r"(?:cpu|gpu)\d*(?:x\d+nodes)?(?:-virtual)?", False, lambda c: c.device.label),
+    IdPart(
+        "backend",
+        "|".join(b for b in BACKENDS if b != "tensorflow"),
+        True,
+        lambda c: "" if c.backend == "tensorflow" else c.backend,
+    ),
+    IdPart("parallelism", "mp", True, lambda c: "mp" if c.parallelism == "model" else ""),
+    IdPart("precision", "|".join(PRECISIONS), False, lambda c: c.precision),
+    IdPart("xla", "xla", True, lambda c: "xla" if c.xla and c.backend == "tensorflow" else ""),
+    IdPart("batch", r"b\d+", False, lambda c: f"b{c.per_replica_batch}"),
+    IdPart("slo", r"slo[0-9.e+]+ms", True, lambda c: f"slo{c.slo_ms:g}ms" if c.slo_ms is not None else ""),
+    IdPart("tenants", r"t\d+|beside-.+", True, _tenants_text),
+)
+ID_PARTS = tuple(p.name for p in ID_TABLE)
+
+
+@functools.cache
+def _id_re() -> re.Pattern[str]:
+    body = ""
+    for i, p in enumerate(ID_TABLE):
+        sep = "-" if i else ""
+        group = f"(?P<{p.name}>{p.pattern})"
+        body += f"(?:{sep}{group})?" if p.optional else f"{sep}{group}"
+    return re.compile(f"^{body}$")
 
 
 def expand(

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from bench import __version__
+from bench import __version__, sweep
 from bench.errors import UserError
 
 
@@ -98,6 +98,8 @@ def parser() -> argparse.ArgumentParser:
         help="data (default) | model | both: model splits the dense and attention kernels over the devices (JAX)",
     )
     r.add_argument("--batch-size", type=_positive_int, default=None, help="per-replica batch (overrides the profile)")
+    r.add_argument("--sweep", action="append", default=[], metavar="NAME=VALUES", help=sweep.HELP)
+    r.add_argument("--grid", default="additive", help="additive (default): each --sweep alone; full: every combination")
     r.add_argument(
         "--virtual-devices",
         type=_nonneg_int,
@@ -193,6 +195,22 @@ def _prices(path: str | None):
     return cost.load(path)
 
 
+# what a --resume may not be given (it reruns the stored options): attribute, flag, its unset values
+RESUME_FLAGS: tuple[tuple[str, str, tuple], ...] = (
+    *((k, f, (None, "", ())) for k, f in (("workloads", "--workloads"), ("modes", "--modes"), ("keyword", "-k"))),
+    *((k, f, (None, "")) for k, f in (("batch_size", "--batch-size"), ("shard", "--shard"), ("slo_ms", "--slo-ms"))),
+    ("stall_timeout", "--stall-timeout", (None,)),
+    ("tenants", "--tenants", (((), False),)),
+    ("profile", "--profile", ("standard",)),
+    ("devices", "--devices", (("auto",),)),
+    ("precisions", "--precisions", (("auto",),)),
+    ("backend", "--backend", ("tensorflow",)),
+    ("parallelism", "--parallelism", ("data",)),
+    ("sweep", "--sweep", ([],)),
+    ("grid", "--grid", ("additive",)),
+)
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     """``accelbench run``."""
     from bench import devices, storage
@@ -235,30 +253,12 @@ def cmd_run(a: argparse.Namespace) -> int:
         nodes=cluster.world if cluster else 1,
         backend=a.backend,
         parallelism=a.parallelism,
+        sweeps=tuple(a.sweep),
+        grid=a.grid,
     )
     prices = _prices(a.prices)  # a bad prices file fails before anything runs
     if a.resume and not cluster:  # a cluster's other nodes plan from the command line: it stays whole there
-        given = (
-            [
-                flag
-                for k, flag in (
-                    ("workloads", "--workloads"),
-                    ("modes", "--modes"),
-                    ("batch_size", "--batch-size"),
-                    ("keyword", "-k"),
-                    ("stall_timeout", "--stall-timeout"),
-                    ("shard", "--shard"),
-                    ("slo_ms", "--slo-ms"),
-                )
-                if getattr(a, k)
-            ]
-            + (["--tenants"] if a.tenants != ((), False) else [])
-            + (["--profile"] if a.profile != "standard" else [])
-            + (["--devices"] if a.devices != ("auto",) else [])
-            + (["--precisions"] if a.precisions != ("auto",) else [])
-            + (["--backend"] if a.backend != "tensorflow" else [])
-            + (["--parallelism"] if a.parallelism != "data" else [])
-        )
+        given = [flag for attr, flag, unset in RESUME_FLAGS if getattr(a, attr) not in unset]
         if given:
             raise UserError(f"--resume reruns the stored options of that run; drop {', '.join(given)}")
     stored: dict = {}
@@ -281,6 +281,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         f"({sum(1 for _, s in run.plan if not s.supported)} unsupported), results -> {run.path}",
         file=sys.stderr,
     )
+    if opts.axes:  # a sweep: what it costs, before it runs
+        print(f"accelbench sweep: {sweep.cost_line([c for c, s in run.plan if s.supported], opts)}", file=sys.stderr)
     from bench.runner import ClusterFailed
 
     try:

@@ -26,6 +26,14 @@ CASE_COLUMNS = [
     "slo_ms",  # serve cases: the p99 latency bound (empty on other modes)
     "tenants",  # copies of the case run at once on its one device (1: the case alone)
     "neighbour",  # a mix case: the noisy neighbour beside it, e.g. train-b64 (empty otherwise)
+    "knobs",  # a sweep's point away from the profile's size, e.g. width=2048;depth=2 (empty at the profile's size)
+    # the size knobs' values (workloads' ``knobs``; empty where the workload has no such knob)
+    "size_width",
+    "size_depth",
+    "size_image",
+    "size_seq",
+    "size_dmodel",
+    "size_layers",
 ]
 # what a column means in results written before it existed
 COLUMN_DEFAULTS = {"nodes": 1, "backend": "tensorflow", "parallelism": "data", "tenants": 1}

@@ -6,7 +6,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench import capability, compile_cache, serve, tenants
+from bench import capability, compile_cache, serve, sweep, tenants
 from bench.capability import Support
 from bench.cases import (
     BACKENDS,
@@ -71,6 +71,8 @@ class RunOptions:
     tenant_mix: bool = False  # beside each training case, its batch-1 inference next to it (a latency tenant)
     repeats: int = 1  # workers per case: 1 = a rotating share of cases gets a second one (bench.spread), 0 = none
     compile_cache: str = "auto"  # JAX's persistent compile cache: auto (the user's cache folder), off, or a folder
+    sweeps: tuple[str, ...] = ()  # --sweep NAME=VALUES (bench.sweep): batch or a size knob
+    grid: str = "additive"  # additive: each swept axis alone through the profile's point; full: every combination
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -120,6 +122,17 @@ class RunOptions:
         if not 0 <= self.repeats <= MAX_REPEATS:
             raise UserError(f"--repeats must be from 0 to {MAX_REPEATS}; got {self.repeats}")
         compile_cache.root_of(self.compile_cache)  # a path that is a file: one line, before anything runs
+        if self.grid not in sweep.GRIDS:
+            raise UserError(f"--grid must be one of {', '.join(sweep.GRIDS)}; got {self.grid!r}")
+        for w in self.workloads:  # every point buildable (a width its heads divide), before anything starts
+            sweep.points(
+                self.axes, self.grid, WORKLOADS[w], self.profile, self.batch_size or WORKLOADS[w].batch[self.profile]
+            )
+
+    @property
+    def axes(self) -> tuple[sweep.Axis, ...]:
+        """The swept axes (``--sweep``), checked against the chosen workloads."""
+        return sweep.parse_all(self.sweeps, {w: WORKLOADS[w] for w in self.workloads})
 
     @property
     def parallelisms(self) -> tuple[str, ...]:
@@ -154,7 +167,7 @@ class RunOptions:
     @classmethod
     def from_dict(cls, d: dict) -> RunOptions:
         """Inverse of :meth:`to_dict`."""
-        tuples = ("workloads", "modes", "devices", "precisions", "tenants")
+        tuples = ("workloads", "modes", "devices", "precisions", "tenants", "sweeps")
         kw: dict[str, Any] = {k: tuple(v) if k in tuples else v for k, v in d.items() if k in cls.__dataclass_fields__}
         return cls(**kw)
 
@@ -287,20 +300,26 @@ def keyword_match(expr: str, case_id: str) -> bool:
 
 def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
     """Every case of the matrix with its support verdict (nothing is dropped silently)."""
-    batch_of = {w: opts.batch_size or WORKLOADS[w].batch[opts.profile] for w in opts.workloads}
     precisions = PRECISIONS if opts.precisions == ("auto",) else opts.precisions
-    cases = expand(
-        opts.workloads,
-        opts.mode_list,
-        device_configs(opts, machine),
-        precisions,
-        XLA_CHOICES[opts.xla],
-        batch_of,
-        latency_batch1=opts.timing.latency_batch1 and opts.batch_size is None,
-        backends=backends(opts, machine),
-        parallelisms=opts.parallelisms,
-        slo_of={w: opts.slo_of(w) for w in opts.workloads},
-    )
+    devices, axes = device_configs(opts, machine), opts.axes
+    cases: list[Case] = []
+    for w in opts.workloads:
+        anchor = opts.batch_size or WORKLOADS[w].batch[opts.profile]
+        for batch, knobs in sweep.points(axes, opts.grid, WORKLOADS[w], opts.profile, anchor):
+            point = expand(
+                (w,),
+                opts.mode_list,
+                devices,
+                precisions,
+                XLA_CHOICES[opts.xla],
+                {w: batch},
+                latency_batch1=opts.timing.latency_batch1 and opts.batch_size is None and not axes,
+                backends=backends(opts, machine),
+                parallelisms=opts.parallelisms,
+                slo_of={w: opts.slo_of(w)},
+            )
+            cases += [c.related(knobs=knobs) for c in point]
+    cases = list({c.id: c for c in cases}.values())  # a point two axes share is one case
     cases = [c.related(tenants=n) for c in cases for n in (1, *opts.tenants)]
     if opts.tenant_mix and "train" not in opts.mode_list:
         raise UserError("--tenants mix sets each training case's batch-1 inference beside it: add train to --modes")

@@ -33,10 +33,12 @@ def base_info(
 def case_info(case: Case, run_id: str, profile: str) -> dict:
     """``base_info`` with the workload's FLOP counts at the profile's size."""
     w = WORKLOADS[case.workload]
-    size = w.size(profile)
-    return base_info(
+    size = w.size(profile, case.knobs)
+    info = base_info(
         case, run_id, w.flops_per_sample(size, case.step_mode), w.model_flops_per_sample(size, case.step_mode)
     )
+    info.update({f"size_{k}": v for k, v in w.knob_values(size).items()})  # a sweep's axes, as columns
+    return info
 
 
 def unmeasured(case: Case, info: dict) -> dict:

@@ -63,7 +63,7 @@ def run_order(cases: list[Case], profile: str) -> list[Case]:
 
     def size(c: Case) -> float:
         w = WORKLOADS[c.workload]
-        return float(w.model_flops_per_sample(w.size(profile), c.step_mode) * c.global_batch)
+        return float(w.model_flops_per_sample(w.size(profile, c.knobs), c.step_mode) * c.global_batch)
 
     return sorted(cases, key=size)
 

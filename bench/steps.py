@@ -97,7 +97,7 @@ def build_case(case: Case, profile: str, strategy: tf.distribute.Strategy, names
     which XLA's no-merge-call path forbids (keras-team/tf-keras#385, keras-team/keras#21366).
     """
     w = WORKLOADS[case.workload]
-    size = w.size(profile)
+    size = w.size(profile, case.knobs)
     with strategy.scope():
         model = w.build(size)
         optimizer: Any = None

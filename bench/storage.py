@@ -432,6 +432,8 @@ def tidy_rows(doc: dict) -> list[dict]:
         row = {c: r.get(c) for c in COLUMNS}
         row.update({c: v for c, v in COLUMN_DEFAULTS.items() if row.get(c) is None})
         row.update({c: bool(row.get(c)) for c in BOOL_COLUMNS})
+        if row.get("knobs"):
+            row["knobs"] = ";".join(f"{k}={v}" for k, v in row["knobs"])
         for c in LIST_COLUMNS:
             if isinstance(row.get(c), (list, tuple)):
                 row[c] = ";".join("" if v is None else str(v) for v in row[c])

@@ -36,6 +36,7 @@ FLOORS = {
     "bench.hlo_flops": 0,
     "bench.stopping": 0,
     "bench.spread": 0,
+    "bench.crossover": 0,
     "bench.tfprobe": 0,
     "bench.suite": 0,
     "bench": 0,  # the package itself (its version)
@@ -48,6 +49,7 @@ FLOORS = {
     "bench.telemetry": 1,
     "bench.devices": 1,
     "bench.planning": 1,
+    "bench.sweep": 1,
     "bench.compile_cache": 1,
     "bench.tenants": 1,
     "bench.provenance": 1,

@@ -5,12 +5,20 @@ Only Keras 3 APIs and NumPy are used here, so the models stay backend-neutral.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 PROFILES = ("smoke", "standard", "large")
 MODES = ("train", "infer")
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A size knob: its value at a size, and the size with it set (``set`` may raise ValueError)."""
+
+    get: Callable[[Any], int]
+    set: Callable[[Any, int], Any]
 
 
 @dataclass(frozen=True)
@@ -33,6 +41,10 @@ class Workload:
         published_as: profile -> the model name published figures use for exactly that size
             (``resnet50_v1.5``); a size no one publishes for has none (``bench/report/published.py``).
         known_as: profile -> the model a reader knows at exactly that size (``ResNet-50 v1.5``).
+        knobs: a sweep's size knobs, name -> (size, value) -> the size with that knob set
+            (ParaDnn's axes: the MLP's width and depth, the CNN's image, the transformer's
+            sequence length, width and blocks); the id carries a knob only where it changes
+            the size.
     """
 
     name: str
@@ -46,10 +58,24 @@ class Workload:
     input_grad_flops: Callable[[Any], int]
     published_as: Mapping[str, str] = field(default_factory=dict)
     known_as: Mapping[str, str] = field(default_factory=dict)
+    knobs: Mapping[str, Knob] = field(default_factory=dict)
 
-    def size(self, profile: str) -> Any:
-        """The size object of ``profile``."""
-        return self.sizes[profile]
+    def size(self, profile: str, knobs: Sequence[tuple[str, int]] = ()) -> Any:
+        """The size object of ``profile``, with a sweep's knobs set (ValueError for a knob it has not)."""
+        size = self.sizes[profile]
+        for name, value in knobs:
+            if name not in self.knobs:
+                raise ValueError(f"{self.name} has no size knob {name!r} (it has {', '.join(self.knobs) or 'none'})")
+            size = self.knobs[name].set(size, value)
+        return size
+
+    def knob_values(self, size: Any) -> dict[str, int]:
+        """Each size knob's value at ``size`` (the CSV's ``size_<knob>`` columns)."""
+        return {name: k.get(size) for name, k in self.knobs.items()}
+
+    def anchored(self, profile: str, knobs: Sequence[tuple[str, int]]) -> bool:
+        """Whether the knobs leave the profile's size as it is (a published or well-known model stays itself)."""
+        return self.size(profile, knobs) == self.sizes[profile]
 
     def flops_per_sample(self, size: Any, mode: str) -> int:
         """FLOPs per sample as executed.

@@ -7,10 +7,10 @@ batch normalisation after each) is the model of NVIDIA's and MLPerf's published 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from workloads.base import Workload, dense_flops
+from workloads.base import Knob, Workload, dense_flops
 
 
 @dataclass(frozen=True)
@@ -128,4 +128,5 @@ CNN = Workload(
     input_grad_flops=input_grad_flops,
     published_as={p: "resnet50_v1.5" for p, size in SIZES.items() if size == RESNET50},
     known_as={p: "ResNet-50 v1.5" for p, size in SIZES.items() if size == RESNET50},
+    knobs={"image": Knob(lambda s: s.image, lambda s, v: replace(s, image=v))},  # input height and width (pixels)
 )

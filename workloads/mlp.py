@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from workloads.base import Workload, dense_flops
+from workloads.base import Knob, Workload, dense_flops
 
 
 @dataclass(frozen=True)
@@ -59,4 +59,9 @@ MLP = Workload(
     num_classes=lambda s: s.classes,
     forward_flops=forward_flops,
     input_grad_flops=input_grad_flops,
+    knobs={
+        # every hidden layer's width; hidden layers of the first one's width
+        "width": Knob(lambda s: s.hidden[0], lambda s, v: replace(s, hidden=(v,) * len(s.hidden))),
+        "depth": Knob(lambda s: len(s.hidden), lambda s, v: replace(s, hidden=(s.hidden[0],) * v)),
+    },
 )

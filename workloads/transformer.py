@@ -6,10 +6,10 @@ timed; a mean-pool and a logits layer close the model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from workloads.base import Workload, dense_flops
+from workloads.base import Knob, Workload, dense_flops
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,13 @@ def input_grad_flops(size: TransformerSize) -> int:
     return 3 * size.seq_len * 2 * size.d_model * size.d_model if size.layers else 2 * size.d_model * size.classes
 
 
+def _with_width(s: TransformerSize, d_model: int) -> TransformerSize:
+    heads = max(1, d_model // 64)
+    if d_model % heads:
+        raise ValueError(f"d_model {d_model} is not divisible by its {heads} heads of 64: take a multiple of 64")
+    return replace(s, d_model=d_model, heads=heads, ffn=4 * d_model)
+
+
 TRANSFORMER = Workload(
     name="transformer",
     description="transformer encoder blocks (BERT-base-sized at standard)",
@@ -79,5 +86,10 @@ TRANSFORMER = Workload(
         p: f"{s.layers} BERT-base blocks, sequence {s.seq_len}"
         for p, s in SIZES.items()
         if (s.d_model, s.heads, s.ffn) == (768, 12, 3072)
+    },
+    knobs={
+        "seq": Knob(lambda s: s.seq_len, lambda s, v: replace(s, seq_len=v)),
+        "dmodel": Knob(lambda s: s.d_model, _with_width),  # heads of 64 (at least one), a feed-forward of 4 x d_model
+        "layers": Knob(lambda s: s.layers, lambda s, v: replace(s, layers=v)),
     },
 )

@@ -135,7 +135,7 @@ class JaxBackend(Backend):
 
     def build(self, case: Case, profile: str) -> Step:
         w = WORKLOADS[case.workload]
-        size = w.size(profile)
+        size = w.size(profile, case.knobs)
         dist, wanted = self._distribution(case, w, size)
         kd.set_distribution(dist)
         model = w.build(size)

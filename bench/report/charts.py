@@ -92,6 +92,27 @@ def scaling(series: dict[str, list[tuple[int, float]]], title: str) -> str:
     return _svg(fig, title + ": " + "; ".join(alt))
 
 
+def along(series: dict[str, list[tuple[int, float, float, float]]], title: str, axis: str) -> str:
+    """Median samples/s against a swept axis (log2 x, log y), one line per configuration, its 95% CI as a band."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    markers = "osD^v<>p"
+    alt = []
+    for i, (name, pts) in enumerate(series.items()):
+        xs, ys, lo, hi = zip(*sorted(pts))
+        colour = PALETTE[i % len(PALETTE)]
+        ax.plot(xs, ys, marker=markers[i % len(markers)], color=colour, label=name)
+        ax.fill_between(xs, lo, hi, color=colour, alpha=0.2, linewidth=0)
+        alt.append(f"{name}: " + ", ".join(f"{axis} {x} {human(y)}/s" for x, y in zip(xs, ys)))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(axis)
+    ax.set_ylabel("samples/s (median, 95% CI band)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return _svg(fig, title + ": " + "; ".join(alt))
+
+
 def power_trace(traces: dict[str, list[tuple[float, float]]], title: str, idle_w: float | None = None) -> str:
     """Instant power over the measurement window, one line per GPU."""
     fig, ax = plt.subplots(figsize=(6.5, 2.4))

@@ -63,10 +63,15 @@ class Comparison:
         )
 
 
-def published_model(workload: str, profile: str | None) -> str | None:
-    """The published model name of ``workload`` at ``profile``'s size, if anyone publishes that size."""
+def published_model(workload: str, profile: str | None, knobs: tuple[tuple[str, int], ...] = ()) -> str | None:
+    """The published model name of ``workload`` at ``profile``'s size, if anyone publishes that size.
+
+    A sweep's point whose knobs change the size is another model: none.
+    """
     w = WORKLOADS.get(workload)
-    return w.published_as.get(profile or "") if w else None
+    if not w or (knobs and (profile not in w.sizes or not w.anchored(str(profile), knobs))):
+        return None
+    return w.published_as.get(profile or "")
 
 
 def one_real_gpu(case: Case) -> bool:
@@ -76,7 +81,7 @@ def one_real_gpu(case: Case) -> bool:
 
 def match(case: Case, profile: str | None, gpu_name: str | None) -> Published | None:
     """The published row ``case`` is comparable with, or None (nearest batch within 2x; ties: the smaller)."""
-    model = published_model(case.workload, profile)
+    model = published_model(case.workload, profile, case.knobs)
     if model is None or not one_real_gpu(case) or case.mode == "serve":
         return None
     rows = [

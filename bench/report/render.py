@@ -13,7 +13,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from bench import __version__, stats, storage
-from bench.report import analysis, compare, headline, reference, resources, sections, serving, sharing
+from bench.report import analysis, compare, headline, reference, resources, sections, serving, sharing, sweeps
 from bench.report import cost as costs
 from bench.report.analysis import RunData, fmt_ratio
 from bench.report.html import Cell, Para, Section, Table, unique_svg_ids
@@ -187,6 +187,8 @@ def html_report(
             ),
             Section(f"Multi-device and multi-node scaling{sfx}", sections.scaling(run, pool)),
         ]
+        if sweeps.axes(run):  # only a run with --sweep
+            parts.append(Section(f"Sweeps: where one configuration starts to pay{sfx}", sweeps.section(run)))
         if sharing.planned(run.doc):  # only a run with --tenants
             parts.append(Section(f"Sharing one device{sfx}", sharing.section(run)))
         parts += [
@@ -292,6 +294,7 @@ def markdown_report(
                 ),
                 "",
             ]
+        out += sweeps.markdown(run)
         out += reference.markdown(d, run.table)
         out += sharing.markdown(d)
         bc = analysis.backend_comparison(run)

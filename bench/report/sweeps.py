@@ -1,0 +1,196 @@
+"""The sweep section: throughput along each swept axis, and where one configuration starts to beat another.
+
+Shown for runs with ``--sweep`` (``bench.sweep``). Lines: the cases that differ only in the swept
+axis (batch, or a size knob at a fixed batch). Pairs (``bench.crossover``): each device against
+the CPU at the same precision, and each precision against fp32 on the same device, over the
+points both measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+from tabulate import tabulate
+
+from bench import crossover
+from bench.cases import Case
+from bench.report import charts
+from bench.report.analysis import RunData
+from bench.report.html import Cell, Para, Svg, Table
+from bench.report.mdtext import md
+from bench.report.numbers import human
+
+NOTE = (
+    "Crossover: S = A's median samples/s over B's at each point, with its bootstrap 95% CI. Bracket: the last "
+    "point whose CI lies below 1 before the first whose CI lies above 1; the estimate interpolates log S "
+    "against log x inside it, and its 95% interval resamples every case's rounds (within-worker noise: "
+    "a rerun may land further, see the rerun interval). Fit: each side's median step time as t0 + c x batch "
+    "(t0: fixed cost per step, c: cost per sample), and the batch where the fits meet. Each point's own CI: "
+    "about 1 in 20 points may be marked clear of 1 by chance."
+)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One configuration's points along a swept axis: x, median samples/s, CI, per-round throughput."""
+
+    group: tuple  # workload, mode, and every other fixed part
+    label: str  # device, backend, precision, XLA
+    parts: dict
+    xs: tuple[int, ...]
+    medians: tuple[float, ...]
+    lows: tuple[float, ...]
+    highs: tuple[float, ...]
+    rounds: tuple[list[float], ...]
+
+
+def axes(run: RunData) -> list[str]:
+    """The run's swept axes (``--sweep`` names, in order)."""
+    opts = run.doc.get("run", {}).get("options") or {}
+    return [str(s).partition("=")[0].strip().lower() for s in opts.get("sweeps") or []]
+
+
+def lines(run: RunData, axis: str) -> list[Line]:
+    """The measured train and infer cases along ``axis``, one line per configuration with two or more points."""
+    t = run.table
+    ok = t[(t["status"] == "ok") & t["mode"].isin(["train", "infer"]) & (t["tenants"].fillna(1) == 1)]
+    found: dict[tuple, dict] = {}
+    for _, r in ok.iterrows():
+        case = Case.of(r)
+        parts = case.id_parts()
+        knobs = dict(case.knobs)
+        fixed: tuple
+        if axis == "batch":
+            x, fixed = case.per_replica_batch, tuple(case.knobs)
+        else:
+            col = f"size_{axis}"
+            if col not in r or pd.isna(r[col]):
+                continue
+            x, fixed = int(r[col]), (tuple(kv for kv in case.knobs if kv[0] != axis), parts["batch"])
+        label = " ".join(p for p in (parts["device"], parts["backend"], parts["precision"], parts["xla"]) if p)
+        group = (parts["workload"], parts["mode"], fixed)
+        entry = found.setdefault((group, label), {"parts": {**parts, "knobs": knobs}, "pts": {}})
+        entry["pts"][x] = (r, run.samples.get(str(r["case_id"])) or [])
+    out = []
+    for (group, label), e in found.items():
+        xs = sorted(e["pts"])
+        if len(xs) < 2:
+            continue
+        rows = [e["pts"][x][0] for x in xs]
+        out.append(
+            Line(
+                group,
+                label,
+                e["parts"],
+                tuple(xs),
+                tuple(float(r["samples_per_s"]) for r in rows),
+                tuple(float(r["samples_per_s_ci_low"]) for r in rows),
+                tuple(float(r["samples_per_s_ci_high"]) for r in rows),
+                tuple(e["pts"][x][1] for x in xs),
+            )
+        )
+    return out
+
+
+def pairs(found: list[Line], axis: str) -> list[tuple[Line, Line, crossover.Crossover]]:
+    """Each device against the CPU (same precision), each precision against fp32 (same device): their crossover."""
+    out = []
+    for a in found:
+        for b in found:
+            if a is b or a.group != b.group:
+                continue
+            pa, pb = a.parts, b.parts
+            same = ("backend", "xla")
+            device_pair = pa["device"] != "cpu" and pb["device"] == "cpu" and pa["precision"] == pb["precision"]
+            precision_pair = pa["precision"] != "fp32" and pb["precision"] == "fp32" and pa["device"] == pb["device"]
+            if not (device_pair or precision_pair) or any(pa[k] != pb[k] for k in same):
+                continue
+            xs = [x for x in a.xs if x in b.xs and a.rounds[a.xs.index(x)] and b.rounds[b.xs.index(x)]]
+            if len(xs) < 2:
+                continue
+            ra = [a.rounds[a.xs.index(x)] for x in xs]
+            rb = [b.rounds[b.xs.index(x)] for x in xs]
+            out.append((a, b, crossover.analyse(xs, ra, rb, batch_axis=axis == "batch")))
+    return out
+
+
+def _where(line: Line, axis: str) -> str:
+    workload, mode, fixed = line.group
+    if axis == "batch":
+        size = ", ".join(f"{k} {v}" for k, v in fixed) or "profile size"
+    else:
+        knobs, batch = fixed
+        size = ", ".join([*(f"{k} {v}" for k, v in knobs), batch])
+    return f"{workload} {mode} ({size})"
+
+
+def _fit(x: crossover.Crossover, i: int) -> str:
+    if not x.fits:
+        return "-"
+    f = x.fits[i]
+    return f"{1e3 * f.t0_s:.3g} ms + {1e6 * f.c_s:.3g} us/sample"
+
+
+def rows(run: RunData) -> list[tuple[str, Line, Line, crossover.Crossover]]:
+    """(axis, A, B, crossover) of every pair along every swept axis."""
+    return [(axis, a, b, x) for axis in axes(run) for a, b, x in pairs(lines(run, axis), axis)]
+
+
+def section(run: RunData) -> list:
+    """Charts of throughput along each axis and the crossover table (HTML blocks)."""
+    blocks: list = []
+    for axis in axes(run):
+        found = lines(run, axis)
+        if not found:
+            blocks.append(Para(f"No configuration was measured at two or more {axis} points.", cls="na"))
+            continue
+        for group in dict.fromkeys(line.group for line in found):
+            mine = [line for line in found if line.group == group]
+            title = f"{_where(mine[0], axis)}: samples/s against {axis}"
+            series = {line.label: list(zip(line.xs, line.medians, line.lows, line.highs)) for line in mine}
+            blocks.append(Svg(charts.along(series, title, axis)))
+    table = []
+    for axis, a, b, x in rows(run):
+        model = "-" if x.model_x is None else f"{x.model_x:.3g}"
+        table.append(
+            [
+                _where(a, axis),
+                f"{a.label} vs {b.label}",
+                Cell(" ".join(f"{v}:{'~' if r.spans_one else ''}{human(r.value)}x" for v, r in zip(x.xs, x.ratios))),
+                Cell(x.sentence(a.label, b.label, axis), cls="warn" if x.non_monotone else ""),
+                Cell(_fit(x, 0), cls="num"),
+                Cell(_fit(x, 1), cls="num"),
+                Cell(model, cls="num"),
+            ]
+        )
+    if table:
+        headers = ["where", "A vs B", "A / B at each point", "crossover [95% CI]", "fit A", "fit B", "fits meet at"]
+        blocks += [Table(headers, table, label="crossovers"), Para(NOTE, small=True)]
+    elif axes(run):
+        blocks.append(
+            Para("No pair (a device and the CPU, or a precision and fp32) shares two swept points.", cls="na")
+        )
+    return blocks
+
+
+def markdown(run: RunData) -> list[str]:
+    """The crossover table in Markdown (empty where the run swept nothing)."""
+    found = rows(run)
+    if not found:
+        return []
+    table = [
+        [md(_where(a, axis)), md(f"{a.label} vs {b.label}"), md(x.sentence(a.label, b.label, axis))]
+        for axis, a, b, x in found
+    ]
+    return [
+        "## Crossovers along the swept axes",
+        "",
+        tabulate(table, headers=["where", "A vs B", "crossover"], tablefmt="github"),
+        "",
+    ]
+
+
+def console(run: RunData) -> list[str]:
+    """One line per crossover, for the console table."""
+    return [f"crossover: {_where(a, axis)}: {x.sentence(a.label, b.label, axis)}" for axis, a, b, x in rows(run)]

@@ -1,0 +1,135 @@
+"""Sweeps: a plan's batch and size knobs over several values, each point an ordinary case.
+
+``--sweep batch=1,4,16,64`` (or ``pow2:1..256``) and the workloads' size knobs
+(``workloads.base.Workload.knobs``: ``width=256,1024``, ``image=64,128``, ``seq=32,128``). By
+default each axis is swept alone through the profile's point (``--grid additive``, as ParaDnn's
+axes are read and as qvac's batch axis was added: the cost stays additive); ``--grid full`` takes
+the cross product. The profile's point is always in the plan, and a point whose knobs leave the
+profile's size as it is *is* that point (ResNet-50 v1.5 stays itself, id and all).
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bench.cases import KNOB_RE, MAX_KNOB
+from bench.errors import UserError
+from workloads import WORKLOADS
+
+HELP = (
+    "sweep batch or a size knob (mlp: width, depth; cnn: image; transformer: seq, dmodel, layers) over "
+    "values, e.g. batch=1,4,16 or batch=pow2:1..256; repeatable; each point is a case"
+)
+GRIDS = ("additive", "full")
+MAX_POINTS = 64  # values of one axis (pow2:1..1048576 has 21)
+_POW2 = re.compile(r"pow2:(\d{1,7})\.\.(\d{1,7})")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One swept axis: ``batch`` or a size knob, and its values in increasing order."""
+
+    name: str
+    values: tuple[int, ...]
+
+
+def parse(text: str) -> Axis:
+    """``NAME=V1,V2,...`` or ``NAME=pow2:A..B``; a UserError naming what is wrong otherwise."""
+    name, eq, spec = text.partition("=")
+    name = name.strip().lower()
+    if not eq or not KNOB_RE.fullmatch(name):
+        raise UserError(f"--sweep takes NAME=VALUES, e.g. batch=1,4,16 or batch=pow2:1..256; got {text!r}")
+    spec = spec.strip()
+    if spec == "max":
+        raise UserError("--sweep batch=max needs the largest-batch search, which is not built yet: give the values")
+    m = _POW2.fullmatch(spec)
+    if m:
+        lo, hi = int(m[1]), int(m[2])
+        if not (1 <= lo <= hi <= MAX_KNOB) or lo & (lo - 1):
+            raise UserError(f"--sweep {name}=pow2:A..B needs a power of two 1 <= A <= B <= {MAX_KNOB}; got {spec!r}")
+        values = []
+        v = lo
+        while v <= hi:
+            values.append(v)
+            v *= 2
+    else:
+        parts = spec.split(",")
+        if not all(re.fullmatch(r"\d{1,7}", p.strip()) for p in parts):
+            raise UserError(f"--sweep {name}= takes whole numbers (1,4,16) or pow2:A..B; got {spec!r}")
+        values = [int(p) for p in parts]
+        if not all(1 <= v <= MAX_KNOB for v in values):
+            raise UserError(f"--sweep {name}= values must be from 1 to {MAX_KNOB}; got {spec!r}")
+    if len(set(values)) > MAX_POINTS:
+        raise UserError(f"--sweep {name}: at most {MAX_POINTS} values; got {len(set(values))}")
+    return Axis(name, tuple(sorted(set(values))))
+
+
+def parse_all(texts: Sequence[str], workloads: Mapping[str, Any]) -> tuple[Axis, ...]:
+    """Every ``--sweep``: each axis once, each ``batch`` or a knob of one of ``workloads``."""
+    axes = tuple(parse(t) for t in texts)
+    names = [a.name for a in axes]
+    if len(set(names)) != len(names):
+        raise UserError(f"--sweep names an axis twice: {', '.join(names)}")
+    for a in axes:
+        if a.name != "batch" and not any(a.name in w.knobs for w in workloads.values()):
+            have = sorted({k for w in workloads.values() for k in w.knobs})
+            raise UserError(f"--sweep {a.name}: no chosen workload has that knob (batch, {', '.join(have)})")
+    return axes
+
+
+Point = tuple[int, tuple[tuple[str, int], ...]]  # (per-replica batch, size knobs)
+
+
+def points(axes: Sequence[Axis], grid: str, workload: Any, profile: str, anchor_batch: int) -> list[Point]:
+    """A workload's points: the profile's first, then each axis alone (additive) or every combination (full).
+
+    Axes the workload has no knob for leave it at its profile's point. Knobs that leave the size
+    as the profile's are dropped (the point is the profile's own case).
+
+    Raises:
+        UserError: a knob value the workload cannot take (e.g. a width its heads do not divide).
+    """
+    mine = [a for a in axes if a.name == "batch" or a.name in workload.knobs]
+    combos: list[dict[str, int]] = [{}]
+    if grid == "full" and mine:
+        combos += [dict(zip([a.name for a in mine], vs)) for vs in itertools.product(*(a.values for a in mine))]
+    else:
+        combos += [{a.name: v} for a in mine for v in a.values]
+    out: list[Point] = []
+    for combo in combos:
+        batch = combo.get("batch", anchor_batch)
+        knobs = tuple((name, combo[name]) for name in workload.knobs if name in combo)
+        try:
+            if workload.anchored(profile, knobs):
+                knobs = ()
+        except ValueError as e:
+            raise UserError(f"--sweep: {workload.name}: {e}") from None
+        if (batch, knobs) not in out:
+            out.append((batch, knobs))
+    return out
+
+
+def cost_line(measured: Sequence[Any], opts: Any) -> str:
+    """What a sweep will cost, said before it runs: its points, measured cases and a rough time.
+
+    The time is rough: each case's rounds budget plus 10 s to build, compile and warm up (a
+    slow step's first look, or a large model's compile, takes longer).
+    """
+    per_workload = {
+        w: len(
+            points(
+                opts.axes, opts.grid, WORKLOADS[w], opts.profile, opts.batch_size or WORKLOADS[w].batch[opts.profile]
+            )
+        )
+        for w in opts.workloads
+    }
+    minutes = len(measured) * (opts.timing.case_budget_s + 10.0) / 60
+    shown = ", ".join(f"{w} {n}" for w, n in per_workload.items())
+    return (
+        f"{opts.grid} grid, points per workload: {shown}; {len(measured)} cases to measure, roughly {minutes:.0f} min"
+    )

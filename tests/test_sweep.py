@@ -1,0 +1,93 @@
+"""Sweeps (bench.sweep): the points, their case ids, the plan and the table; no framework runs here."""
+
+import pandas as pd
+import pytest
+
+from bench import planning, storage, sweep
+from bench.cases import Case, parse_id
+from bench.errors import UserError
+from bench.records import case_info
+from workloads import WORKLOADS
+
+
+def test_values_and_powers_of_two_parse_sorted_once():
+    assert sweep.parse("batch=64,1,16,4,16") == sweep.Axis("batch", (1, 4, 16, 64))
+    assert sweep.parse("batch=pow2:1..256").values == (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    assert sweep.parse(" width = 256 ").values == (256,)
+
+
+def test_additive_points_sweep_each_axis_alone_through_the_profile_point_and_full_takes_every_combination():
+    mlp = WORKLOADS["mlp"]
+    axes = sweep.parse_all(["batch=1,64,256", "width=256,1024"], WORKLOADS)
+    add = sweep.points(axes, "additive", mlp, "smoke", 64)
+    # the profile's point first (batch 64, its own size), then batch alone, then width alone
+    assert add == [(64, ()), (1, ()), (256, ()), (64, (("width", 256),)), (64, (("width", 1024),))]
+    full = sweep.points(axes, "full", mlp, "smoke", 64)
+    assert len(full) == 1 + 3 * 2 and (256, (("width", 1024),)) in full
+    # a knob set to the profile's own value is the profile's point (smoke MLP: hidden 512)
+    assert sweep.points(sweep.parse_all(["width=512"], WORKLOADS), "additive", mlp, "smoke", 64) == [(64, ())]
+    # a workload without the knob keeps its profile point only
+    cnn = WORKLOADS["cnn"]
+    assert sweep.points(axes, "additive", cnn, "smoke", 8) == [(8, ()), (1, ()), (64, ()), (256, ())]
+
+
+def test_resnet50_stays_itself_at_its_anchor_and_a_knob_makes_another_model_with_its_own_flops():
+    cnn = WORKLOADS["cnn"]
+    assert cnn.anchored("standard", (("image", 224),)) and not cnn.anchored("standard", (("image", 128),))
+    small = cnn.size("standard", (("image", 112),))
+    assert small.image == 112 and cnn.forward_flops(small) < cnn.forward_flops(cnn.size("standard"))
+    mlp = WORKLOADS["mlp"]
+    wide = mlp.size("smoke", (("width", 1024), ("depth", 3)))
+    assert wide.hidden == (1024, 1024, 1024) and mlp.knob_values(wide) == {"width": 1024, "depth": 3}
+    t = WORKLOADS["transformer"].size("standard", (("dmodel", 256),))
+    assert (t.d_model, t.heads, t.ffn) == (256, 4, 1024)
+    with pytest.raises(ValueError, match="no size knob"):
+        mlp.size("smoke", (("image", 64),))
+
+
+def test_a_point_is_an_ordinary_case_whose_id_carries_its_knobs_and_reads_back():
+    c = Case("mlp", "train", "cpu", 1, False, "fp32", False, 16, knobs=(("width", 2048), ("depth", 2)))
+    assert c.id == "mlp-width2048-depth2-train-cpu-fp32-b16"
+    assert parse_id(c.id)["size"] == "width2048-depth2" and parse_id(c.id)["mode"] == "train"
+    assert Case.from_dict(c.to_dict()) == c == Case.of(c.to_dict())
+    assert Case.of({**c.to_dict(), "knobs": "width=2048;depth=2"}) == c  # a CSV row
+    plain = Case("cnn", "infer", "gpu", 2, False, "mixed_bfloat16", True, 64, backend="jax")
+    assert plain.id == "cnn-infer-gpu2-jax-mixed_bfloat16-b64" and parse_id(plain.id)["size"] == ""
+    for bad in ((("Width", 2),), (("width", 0),), (("w1", 2),)):
+        with pytest.raises(UserError, match="size knob"):
+            Case("mlp", "train", "cpu", 1, False, "fp32", False, 16, knobs=bad)
+
+
+def test_the_plan_of_the_issue_has_one_case_per_point_and_the_table_a_row_per_point_with_knob_columns(tmp_path):
+    opts = planning.RunOptions(
+        profile="smoke",
+        workloads=("mlp",),
+        devices=("cpu",),
+        precisions=("fp32", "mixed_bfloat16"),
+        modes=("train",),
+        sweeps=("batch=1,4,16,64,256",),
+    )
+    cases = []
+    for batch, knobs in sweep.points(opts.axes, opts.grid, WORKLOADS["mlp"], "smoke", 64):
+        cases += [Case("mlp", "train", "cpu", 1, False, p, False, batch, knobs=knobs) for p in opts.precisions]
+    assert sorted(c.per_replica_batch for c in cases) == sorted([1, 4, 16, 64, 256] * 2)
+    assert len({c.id for c in cases}) == 10
+    wide = Case("mlp", "train", "cpu", 1, False, "fp32", False, 64, knobs=(("width", 1024),))
+    doc = storage.new_document({"id": "r"}, {}, {}, "2026-12-04T00:00:00", "t")
+    for c in [*cases, wide]:
+        info = {**case_info(c, "r", "smoke"), "status": "unsupported", "reason": "not run here"}
+        storage.add_record(doc, {"extra_info": info, "stats": None, "name": c.id})
+    df = pd.DataFrame(storage.tidy_rows(doc), columns=storage.COLUMNS)
+    assert len(df) == 11 and sorted(df["per_replica_batch"].head(10)) == sorted([1, 4, 16, 64, 256] * 2)
+    row = df.set_index("case_id").loc[wide.id]
+    assert row["knobs"] == "width=1024" and row["size_width"] == 1024 and row["size_depth"] == 2
+    assert df["size_width"].head(10).eq(512).all() and df["knobs"].head(10).isna().all()
+    assert pd.isna(row["size_image"])  # the MLP has no image knob
+
+
+def test_a_full_grid_says_its_cost_before_it_runs():
+    opts = planning.RunOptions(
+        profile="smoke", workloads=("mlp", "cnn"), sweeps=("batch=1,8", "width=256,1024"), grid="full"
+    )
+    line = sweep.cost_line(list(range(12)), opts)
+    assert line.startswith("full grid, points per workload: mlp 5, cnn 3; 12 cases to measure, roughly")
