@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from bench import __version__, sweep
+from bench import __version__, maxbatch, merge, sweep
 from bench.errors import UserError
 
 
@@ -169,13 +169,13 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="exit 1 if any case regressed by more than PCT percent",
     )
-    from bench import merge
     from bench.history.commands import add_parsers
     from bench.site.commands import add_parser as add_site
 
     add_parsers(sub, _positive_int)
     add_site(sub, _positive_int)
     merge.add_parser(sub)
+    maxbatch.add_parser(sub)
     return p
 
 
@@ -430,6 +430,7 @@ COMMANDS = {
     "history": cmd_history,
     "site": cmd_site,
     "merge": cmd_merge,
+    "maxbatch": maxbatch.command,
 }
 
 

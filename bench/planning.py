@@ -73,6 +73,7 @@ class RunOptions:
     compile_cache: str = "auto"  # JAX's persistent compile cache: auto (the user's cache folder), off, or a folder
     sweeps: tuple[str, ...] = ()  # --sweep NAME=VALUES (bench.sweep): batch or a size knob
     grid: str = "additive"  # additive: each swept axis alone through the profile's point; full: every combination
+    probe: bool = False  # a largest-batch probe (bench.maxbatch): the first look only, one warm-up step, no latencies
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -152,8 +153,11 @@ class RunOptions:
 
     @property
     def timing(self) -> Timing:
-        """The profile's timing."""
-        return PROFILES[self.profile]
+        """The profile's timing (a largest-batch probe's: enough to step at that batch a few rounds)."""
+        t = PROFILES[self.profile]
+        if not self.probe:
+            return t
+        return t.first_look_only(warmup_steps=1)
 
     @property
     def stall_s(self) -> float:

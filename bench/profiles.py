@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from bench.errors import UserError
 from bench.stopping import SCHEDULES, Schedule
@@ -74,6 +74,22 @@ class Timing:
     def round_s(self) -> float:
         """Each round's length, fixed after calibration."""
         return max(self.min_round_s, self.case_budget_s / self.looks[-1])
+
+    def first_look_only(self, **changes) -> Timing:
+        """Rounds as long as these, up to the first look only, no latency steps (``changes`` on top).
+
+        For a median that is a figure's input, not a figure (a second worker, ``bench.spread``),
+        or for a step that need only run (a largest-batch probe, ``bench.maxbatch``).
+        """
+        first = self.looks[0]
+        return replace(
+            self,
+            case_budget_s=self.round_s * first,
+            looks=(first,),
+            ranks=self.ranks[:1],
+            latency_steps=0,
+            **changes,
+        )
 
     @property
     def stall_timeout_s(self) -> float:

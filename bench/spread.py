@@ -16,7 +16,6 @@ Pure: no I/O, records in and figures out.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -73,14 +72,7 @@ def repeat_timing(timing: Timing) -> Timing:
     Its median is the figure the spread needs (its own CI is not shown): the first look's rounds
     give it, and the cap's would only cost time.
     """
-    first = timing.looks[0]
-    return dataclasses.replace(
-        timing,
-        case_budget_s=timing.round_s * first,
-        looks=(first,),
-        ranks=timing.ranks[:1],
-        latency_steps=0,
-    )
+    return timing.first_look_only()
 
 
 @dataclass(frozen=True)

@@ -219,23 +219,21 @@ def models(runs: list[RunData]) -> list:
     for run in runs:
         profile = str(run.doc.get("run", {}).get("profile") or "?")
         t = run.table
-        for w, g in t.groupby("workload", sort=False):
+        for (w, knobs), g in t.assign(knobs=t["knobs"].fillna("")).groupby(["workload", "knobs"], sort=False):
             params = g["params"].dropna()
             by_mode = {m: gm["flops_per_sample"].dropna() for m, gm in g.groupby("mode")}
             model = g["model_flops_per_sample"].dropna() if "model_flops_per_sample" in g else pd.Series()
             infer = by_mode.get("infer", by_mode.get("serve", pd.Series()))
             if infer.empty and not model.empty:  # training only: forward = model FLOPs / 3
                 infer = model[g.loc[model.index, "mode"] == "train"] // 3
-            if infer.empty and not model.empty:  # training only: forward = model FLOPs / 3
-                infer = model[g.loc[model.index, "mode"] == "train"] // 3
             train = by_mode.get("train", pd.Series())
             train_model = model[g.loc[model.index, "mode"] == "train"] if not model.empty else pd.Series()
             spec = WORKLOADS.get(str(w))
-            known = spec.known_as.get(profile, "") if spec else ""
+            known = spec.known_as.get(profile, "") if spec and not knobs else ""  # a sweep's other size: another model
             rows.append(
                 [
                     *([run.label] if len(runs) > 1 else []),
-                    str(w),
+                    f"{w} ({knobs})" if knobs else str(w),
                     Cell(profile, below=TOY if profile == "smoke" else None),
                     num(params.iloc[0] if not params.empty else None, "{:,.0f}"),
                     num(infer.iloc[0] if not infer.empty else None, "{:,.0f}"),

@@ -43,6 +43,8 @@ class Line:
     lows: tuple[float, ...]
     highs: tuple[float, ...]
     rounds: tuple[list[float], ...]
+    energy: tuple[float | None, ...]  # J per sample where the case's energy was measured
+    energy_reason: str  # why not, where a point has none
 
 
 def axes(run: RunData) -> list[str]:
@@ -88,6 +90,10 @@ def lines(run: RunData, axis: str) -> list[Line]:
                 tuple(float(r["samples_per_s_ci_low"]) for r in rows),
                 tuple(float(r["samples_per_s_ci_high"]) for r in rows),
                 tuple(e["pts"][x][1] for x in xs),
+                tuple(_number(r.get("energy_j_per_sample")) for r in rows),
+                next(
+                    (str(r.get(k)) for r in rows for k in ("energy_reason", "cpu_energy_reason") if _text(r.get(k))), ""
+                ),
             )
         )
     return out
@@ -113,6 +119,29 @@ def pairs(found: list[Line], axis: str) -> list[tuple[Line, Line, crossover.Cros
             rb = [b.rounds[b.xs.index(x)] for x in xs]
             out.append((a, b, crossover.analyse(xs, ra, rb, batch_axis=axis == "batch")))
     return out
+
+
+def _number(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and v == v and v > 0 else None  # type: ignore[operator]
+
+
+def _text(v: object) -> bool:
+    return isinstance(v, str) and bool(v)
+
+
+def energy(a: Line, b: Line, axis: str) -> str:
+    """Where A's energy per sample falls below B's, from each case's one reading (no CI), or why it cannot be said."""
+    xs = [x for x in a.xs if x in b.xs]
+    pairs_ = [(x, a.energy[a.xs.index(x)], b.energy[b.xs.index(x)]) for x in xs]
+    if any(ea is None or eb is None for _, ea, eb in pairs_):
+        why = "; ".join(dict.fromkeys(w for w in (a.energy_reason, b.energy_reason) if w)) or "not measured"
+        return f"unavailable: {why}"
+    less = [x for x, ea, eb in pairs_ if ea < eb]  # type: ignore[operator]
+    if not less:
+        return f"{a.label} uses more energy per sample at every tested {axis} (one reading per case, no CI)"
+    if less[0] == xs[0] and len(less) == len(xs):
+        return f"{a.label} uses less energy per sample at every tested {axis} (one reading per case, no CI)"
+    return f"{a.label} uses less energy per sample from {axis} {less[0]} (one reading per case, no CI)"
 
 
 def _where(line: Line, axis: str) -> str:
@@ -162,10 +191,20 @@ def section(run: RunData) -> list:
                 Cell(_fit(x, 0), cls="num"),
                 Cell(_fit(x, 1), cls="num"),
                 Cell(model, cls="num"),
+                Cell(energy(a, b, axis)),
             ]
         )
     if table:
-        headers = ["where", "A vs B", "A / B at each point", "crossover [95% CI]", "fit A", "fit B", "fits meet at"]
+        headers = [
+            "where",
+            "A vs B",
+            "A / B at each point",
+            "crossover [95% CI]",
+            "fit A",
+            "fit B",
+            "fits meet at",
+            "energy per sample",
+        ]
         blocks += [Table(headers, table, label="crossovers"), Para(NOTE, small=True)]
     elif axes(run):
         blocks.append(
@@ -180,13 +219,18 @@ def markdown(run: RunData) -> list[str]:
     if not found:
         return []
     table = [
-        [md(_where(a, axis)), md(f"{a.label} vs {b.label}"), md(x.sentence(a.label, b.label, axis))]
+        [
+            md(_where(a, axis)),
+            md(f"{a.label} vs {b.label}"),
+            md(x.sentence(a.label, b.label, axis)),
+            md(energy(a, b, axis)),
+        ]
         for axis, a, b, x in found
     ]
     return [
         "## Crossovers along the swept axes",
         "",
-        tabulate(table, headers=["where", "A vs B", "crossover"], tablefmt="github"),
+        tabulate(table, headers=["where", "A vs B", "crossover", "energy per sample"], tablefmt="github"),
         "",
     ]
 

@@ -1,0 +1,68 @@
+"""The largest batch that fits (bench.maxbatch): the search against a fake worker, and its outcomes."""
+
+import math
+
+import pytest
+
+from bench import maxbatch
+from bench.maxbatch import Outcome
+
+
+def fake(threshold, fail="oom", peak_per_sample=1000):
+    """A worker that runs up to ``threshold`` and fails above it, as a real OOM would."""
+    calls = []
+
+    def probe(b):
+        calls.append(b)
+        if b > threshold:
+            return Outcome(b, fail, "RESOURCE_EXHAUSTED: out of memory")
+        return Outcome(b, "ok", device_peak_bytes=b * peak_per_sample)
+
+    return probe, calls
+
+
+@pytest.mark.parametrize("start", [1, 16, 64])
+def test_the_search_brackets_any_threshold_within_an_eighth_in_a_few_probes(start):
+    for threshold in [*range(1, 300), 1000, 1023, 1024, 4095, 100_000, 777_777]:
+        probe, calls = fake(threshold)
+        s = maxbatch.search(probe, start)
+        assert s.stopped == "bracketed" and s.max_ok <= threshold < s.first_fail, (start, threshold, s)
+        assert s.first_fail - s.max_ok <= max(1, s.max_ok // maxbatch.RESOLUTION)
+        # doubling to the first failure (or halving to the first fit), then three halvings of the bracket
+        assert len(calls) <= math.ceil(abs(math.log2(max(threshold, 1) / start))) + 5, (start, threshold, calls)
+        assert len(set(calls)) == len(calls) and [p.batch for p in s.probes] == calls
+
+
+def test_what_is_not_an_oom_ends_the_search_and_nothing_fitting_or_everything_fitting_say_so():
+    probe, _ = fake(100, fail="error")
+    s = maxbatch.search(probe, 64)
+    assert s.stopped == "error" and s.max_ok == 64 and s.first_fail is None
+    probe, calls = fake(0)
+    s = maxbatch.search(probe, 8)
+    assert s.stopped == "nothing fits" and s.max_ok is None and calls == [8, 4, 2, 1]
+    probe, calls = fake(10**9)
+    s = maxbatch.search(probe, 256, limit=1024)
+    assert s.stopped == "limit" and s.max_ok == 1024 and calls == [256, 512, 1024]
+    probe, _ = fake(1000, fail="oom-suspect")  # a worker the kernel killed counts as out of memory
+    assert maxbatch.search(probe, 64).stopped == "bracketed"
+
+
+def test_the_safe_batch_leaves_headroom_below_the_limit():
+    probe, _ = fake(1000, peak_per_sample=1000)
+    s = maxbatch.search(probe, 64)
+    assert maxbatch.safe_batch(s, None) == s.max_ok
+    safe = maxbatch.safe_batch(s, 1_000_000)  # 1000 bytes a sample: 900 samples within 90%
+    assert safe is not None and safe * 1000 <= 0.9 * 1_000_000 and safe < s.max_ok
+
+
+def test_outcomes_from_records_tell_an_oom_a_killed_worker_and_a_cpu_over_its_limit():
+    gib = 2**30
+    ok = {"status": "ok", "device_kind": "cpu", "host_peak_rss_bytes": 3 * gib}
+    assert maxbatch.outcome(64, ok, None).ok
+    over = maxbatch.outcome(64, ok, 2 * gib)
+    assert over.oom and "passed the limit of 2.00 GiB" in over.reason and over.host_peak_bytes == 3 * gib
+    assert maxbatch.outcome(64, {**ok, "device_kind": "gpu"}, 2 * gib).ok  # a GPU's limit is its memory
+    killed = {"status": "error", "reason": "worker killed by signal 9 (SIGKILL: often the kernel's OOM killer)"}
+    assert maxbatch.outcome(64, killed, None).status == "oom-suspect"
+    assert maxbatch.outcome(64, {"status": "oom", "reason": "ResourceExhaustedError"}, None).oom
+    assert not maxbatch.outcome(64, {"status": "error", "reason": "shape mismatch"}, None).oom
