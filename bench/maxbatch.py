@@ -19,143 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.batchsearch import Outcome, outcome, safe_batch, search
+from bench.batchsearch import key as search_key
 from bench.cases import MAX_KNOB, Case
 from bench.errors import UserError
-
-RESOLUTION = 8  # bisect until the bracket is within 1/8 of the batch that fit
-HEADROOM = 0.9  # the safe batch's peak stays within this share of the limit
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One probe: the batch, ok / oom / error / timeout, why, and the peaks it reached (bytes)."""
-
-    batch: int
-    status: str
-    reason: str = ""
-    device_peak_bytes: int | None = None
-    host_peak_bytes: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        """The step ran at this batch."""
-        return self.status == "ok"
-
-    @property
-    def oom(self) -> bool:
-        """Out of memory: the backend said so, the limit was passed, or the kernel killed the worker."""
-        return self.status in ("oom", "oom-suspect")
-
-
-@dataclass(frozen=True)
-class Search:
-    """A search's answer: the largest batch that fit, the first that did not, and every probe in order."""
-
-    max_ok: int | None
-    first_fail: int | None
-    probes: tuple[Outcome, ...]
-    stopped: str  # "bracketed", "limit" (fit up to the largest batch tried), "error", "nothing fits"
-
-    def to_dict(self) -> dict:
-        """JSON-ready."""
-        return {
-            "max_ok": self.max_ok,
-            "first_fail": self.first_fail,
-            "stopped": self.stopped,
-            "probes": [dataclasses.asdict(p) for p in self.probes],
-        }
-
-
-def search(probe: Callable[[int], Outcome], start: int, limit: int = MAX_KNOB) -> Search:
-    """Double from ``start`` until a probe runs out of memory (halve where ``start`` does), then bisect.
-
-    The bracket ends within ``1/RESOLUTION`` of the batch that fit (or at adjacent batches). An
-    error that is not out of memory ends the search where it is.
-    """
-    probes: list[Outcome] = []
-
-    def run(b: int) -> Outcome:
-        out = probe(b)
-        probes.append(out)
-        return out
-
-    lo = hi = None
-    b = max(1, min(start, limit))
-    while True:
-        out = run(b)
-        if out.ok:
-            lo = b
-            if b >= limit:
-                return Search(lo, None, tuple(probes), "limit")
-            if hi is not None:
-                break
-            b = min(2 * b, limit)
-        elif out.oom:
-            hi = b
-            if lo is not None:
-                break
-            if b == 1:
-                return Search(None, 1, tuple(probes), "nothing fits")
-            b //= 2
-        else:
-            return Search(lo, hi, tuple(probes), "error")
-    assert lo is not None and hi is not None
-    while hi - lo > max(1, lo // RESOLUTION):
-        mid = (lo + hi) // 2
-        out = run(mid)
-        if out.ok:
-            lo = mid
-        elif out.oom:
-            hi = mid
-        else:
-            return Search(lo, hi, tuple(probes), "error")
-    return Search(lo, hi, tuple(probes), "bracketed")
-
-
-def safe_batch(s: Search, limit_bytes: float | None) -> int | None:
-    """The largest batch that fit with its peak within HEADROOM of ``limit_bytes`` (the largest that fit, without one)."""
-    fits = [p for p in s.probes if p.ok]
-    if limit_bytes:
-        fits = [p for p in fits if (p.device_peak_bytes or p.host_peak_bytes or 0) <= HEADROOM * limit_bytes]
-    return max((p.batch for p in fits), default=None)
-
-
-def outcome(batch: int, info: dict, memory_limit_bytes: float | None) -> Outcome:
-    """A probe's outcome from its record's ``extra_info``; over the CPU limit counts as out of memory."""
-    status, reason = str(info.get("status") or "error"), str(info.get("reason") or "")
-    dev, host = info.get("device_peak_mem_bytes"), info.get("host_peak_rss_bytes")
-    if status == "error" and "SIGKILL" in reason:
-        status = "oom-suspect"  # the kernel's OOM killer, most often
-    if status == "ok" and memory_limit_bytes and info.get("device_kind") == "cpu" and (host or 0) > memory_limit_bytes:
-        status, reason = (
-            "oom",
-            f"peak resident memory {float(host or 0) / 2**30:.2f} GiB passed the limit of {memory_limit_bytes / 2**30:.2f} GiB",
-        )
-    return Outcome(batch, status, reason[-300:], int(dev) if dev else None, int(host) if host else None)
-
-
-def key(case: Case, profile: str, memory_limit_bytes: float | None, machine_info: dict) -> str:
-    """What a search's answer depends on: the case without its batch, profile, limit, device, versions, allocator."""
-    parts = case.id_parts()
-    parts["batch"] = ""
-    env = {k: os.environ.get(k, "") for k in ("XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_FLAGS", "TF_GPU_ALLOCATOR")}
-    return json.dumps(
-        {
-            "case": "-".join(v for v in parts.values() if v),
-            "profile": profile,
-            "memory_limit_bytes": memory_limit_bytes,
-            "machine": machine_info,
-            "env": env,
-        },
-        sort_keys=True,
-    )
 
 
 def add_parser(sub) -> None:
@@ -168,6 +39,7 @@ def add_parser(sub) -> None:
     m.add_argument("--precisions", default="fp32", help="comma list of precisions (default fp32)")
     m.add_argument("--backend", default="tensorflow", help="tensorflow (default) | jax")
     m.add_argument("--start", type=int, default=None, help="first batch tried (default: the profile's)")
+    m.add_argument("--max", type=int, default=MAX_KNOB, help=f"largest batch tried (default {MAX_KNOB})")
     m.add_argument(
         "--memory-limit", type=float, default=None, metavar="GIB", help="on a CPU: the memory the peak may use"
     )
@@ -199,8 +71,9 @@ def command(a: Any) -> int:
     )
     if set(base.modes) - {"train", "infer"}:
         raise UserError("maxbatch searches train and infer (a serve case's batch is its batcher's)")
-    if a.start is not None and not 1 <= a.start <= MAX_KNOB:
-        raise UserError(f"--start must be from 1 to {MAX_KNOB}; got {a.start}")
+    for flag, v in (("--start", a.start), ("--max", a.max)):
+        if v is not None and not 1 <= v <= MAX_KNOB:
+            raise UserError(f"{flag} must be from 1 to {MAX_KNOB}; got {v}")
     from bench import backends
 
     machine = devices.discover(backends=backends.resolve(a.backend))
@@ -220,7 +93,9 @@ def command(a: Any) -> int:
             precisions=(case.precision,),
             keyword="",
         )
-        k = key(case, a.profile, limit, storage.machine_fingerprint({"machine_info": machine_info(machine)}))
+        k = search_key(
+            case, a.profile, limit, storage.machine_fingerprint({"machine_info": machine_info(machine)}), a.max
+        )
         if k in store and not a.fresh:
             e = store[k]
             print(
@@ -237,7 +112,7 @@ def command(a: Any) -> int:
             return out
 
         start = a.start or WORKLOADS[case.workload].batch[a.profile]
-        s = search(probe, start)
+        s = search(probe, start, a.max)
         pool = limit or _device_memory(machine, case)
         safe = safe_batch(s, pool)
         store[k] = {**s.to_dict(), "safe_batch": safe, "case": case.id, "pool_bytes": pool, "when": now()}

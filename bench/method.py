@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jinja2
 
-from bench import profiles, serve, stats, stopping, tenants
+from bench import batchsearch, crossover, profiles, serve, stats, stopping, tenants
 
 # the modules whose defaults the text states (bench.telemetry exports a function named derive)
 derive_mod = importlib.import_module("bench.telemetry.derive")
@@ -38,6 +38,9 @@ def markdown() -> str:
             warmup=std.warmup_steps,
             warmup_smoke=smoke.warmup_steps,
             warmup_s=f"{std.warmup_s:g}",
+            crossover_boot=crossover.N_BOOT,
+            maxbatch_resolution=batchsearch.RESOLUTION,
+            maxbatch_headroom=f"{100 * batchsearch.HEADROOM:g}",
             min_round=f"{std.min_round_s:g}",
             looks=", ".join(map(str, std.looks)),
             looks_smoke=", ".join(map(str, smoke.looks)),

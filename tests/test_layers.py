@@ -37,6 +37,7 @@ FLOORS = {
     "bench.stopping": 0,
     "bench.spread": 0,
     "bench.crossover": 0,
+    "bench.batchsearch": 0,
     "bench.tfprobe": 0,
     "bench.suite": 0,
     "bench": 0,  # the package itself (its version)
@@ -75,6 +76,7 @@ FLOORS = {
     "bench.check": 3,
     "bench.report": 3,
     "bench.merge": 3,
+    "bench.maxbatch": 3,
     # 4: the nightly history and its judge
     "bench.history": 4,
     # 5: the published site

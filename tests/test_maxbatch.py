@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from bench import maxbatch
-from bench.maxbatch import Outcome
+from bench import batchsearch as maxbatch
+from bench.batchsearch import Outcome
 
 
 def fake(threshold, fail="oom", peak_per_sample=1000):

@@ -2,7 +2,7 @@
 
 ``build(out)`` writes reports (CPU-only, 8 GPUs with a baseline and prices, hostile names, one A100
 held against published figures, the real default CPU run and H200 runs alone and together) and
-two sites (a testbed with 12 nights and published night reports; one with 3 nights, the judge
+a batch sweep, two sites (a testbed with 12 nights and published night reports; one with 3 nights, the judge
 still gathering) under ``out`` and returns the HTML files.
 """
 
@@ -67,6 +67,7 @@ def build(out: Path, results: Path | None = None) -> list[Path]:
         render([storage.load(results)], out / "report-fresh")
     # the real runs: the default CPU run, each H200 file alone and the three together
     render([storage.load(DATA / "cpu_default_run.json")], out / "report-cpu-default")
+    render([storage.load(DATA / "cpu_sweep.json")], out / "report-cpu-sweep")  # a batch sweep: charts, crossovers
     h200 = [storage.load(DATA / "h200" / f"{k}.json") for k in ("smoke-cpu-and-gpu1", "standard-gpu1", "tenants-mix")]
     for d in h200:
         render([d], out / f"report-h200-{d['run']['id']}")

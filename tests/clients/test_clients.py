@@ -149,6 +149,7 @@ def test_pages_cover_every_kind_the_project_publishes(built):
         "report-cpu/index.html",
         "report-fresh/index.html",
         "report-a100/index.html",
+        "report-cpu-sweep/index.html",
         "/site/index.html",
         "/method.html",
     ):
@@ -159,3 +160,5 @@ def test_pages_cover_every_kind_the_project_publishes(built):
     assert "Serving: capacity at the latency SLO" in fresh and "latency vs request rate" in fresh  # checked too
     a100 = next(p for p in built if str(p).endswith("report-a100/index.html")).read_text()
     assert "measured against published figures" in a100 and "check this machine" in a100
+    sweep = next(p for p in built if str(p).endswith("report-cpu-sweep/index.html")).read_text()
+    assert "Sweeps: where one configuration starts to pay" in sweep and "samples/s against batch" in sweep

@@ -1,0 +1,53 @@
+"""A real CPU batch sweep's report (tests/data/cpu_sweep.json, the issue's own command): the sweep section,
+its crossover, the Markdown, the console and the CSV, read the way users read them."""
+
+import pandas as pd
+import pytest
+from conftest import DATA
+
+from bench import storage
+from bench.report import analysis, console, sweeps
+from bench.report.render import html_report, markdown_report
+
+BATCHES = [1, 4, 16, 64, 256]
+
+
+@pytest.fixture(scope="module")
+def doc():
+    return storage.load(DATA / "cpu_sweep.json")
+
+
+def test_the_sweep_run_has_one_case_per_point_and_the_csv_a_row_per_point_with_knob_columns(doc, tmp_path):
+    df = pd.DataFrame(storage.tidy_rows(doc), columns=storage.COLUMNS)
+    measured = df[df["status"] == "ok"]
+    for (mode, precision), g in measured.groupby(["mode", "precision"]):
+        assert sorted(g["per_replica_batch"]) == BATCHES, (mode, precision)
+    assert measured["size_width"].eq(512).all() and measured["size_depth"].eq(2).all()
+    assert doc["run"]["options"]["sweeps"] == ["batch=1,4,16,64,256"]
+
+
+def test_the_crossover_of_bf16_over_fp32_is_stated_with_its_bracket_or_as_none(doc):
+    run = analysis.load_run(doc)
+    rows = sweeps.rows(run)
+    pairs = {(a.parts["mode"], a.parts["precision"], b.parts["precision"]) for _, a, b, _ in rows}
+    assert pairs == {("train", "mixed_bfloat16", "fp32"), ("infer", "mixed_bfloat16", "fp32")}
+    for _, a, b, x in rows:
+        assert list(x.xs) == BATCHES and len(x.ratios) == len(BATCHES)
+        text = x.sentence(a.label, b.label, "batch")
+        if x.verdict == "crossover":  # a bracket, and the estimate inside it
+            assert x.low < x.high and "bracket" in text and x.low <= x.estimate <= x.high
+        assert text and "energy" not in text
+        assert sweeps.energy(a, b, "batch").startswith("unavailable: ")  # no RAPL on this VM: never guessed
+
+
+def test_the_report_shows_throughput_against_batch_and_the_crossovers_everywhere(doc):
+    run = analysis.load_run(doc)
+    html = html_report([doc])
+    assert "Sweeps: where one configuration starts to pay" in html and html.count("samples/s against batch") >= 2
+    assert 'aria-label="mlp train (profile size): samples/s against batch' in html
+    for _, a, b, x in sweeps.rows(run):
+        assert x.sentence(a.label, b.label, "batch").split(" (")[0].replace("<", "&lt;").replace(">", "&gt;") in html
+    md = markdown_report([doc])
+    assert "## Crossovers along the swept axes" in md and "cpu mixed_bfloat16 vs cpu fp32" in md
+    text = console.table(run)
+    assert text.count("\ncrossover: mlp ") == 2
