@@ -83,7 +83,7 @@ def command(a: Any) -> int:
     runs_dir = results / "maxbatch-probes"
     for case, support in plan(base, machine):
         if not support.supported:
-            print(f"{case.id}: unsupported here: {support.reason}")
+            print(f"{name(case)}: unsupported here: {support.reason}")
             continue
         one = dataclasses.replace(
             base,
@@ -99,7 +99,7 @@ def command(a: Any) -> int:
         if k in store and not a.fresh:
             e = store[k]
             print(
-                f"{case.id}: max batch {e['max_ok']} (safe {e['safe_batch']}; recorded {e['when']}, --fresh to probe again)"
+                f"{name(case)}: max batch {e['max_ok']} (safe {e['safe_batch']}; recorded {e['when']}, --fresh to probe again)"
             )
             continue
 
@@ -118,9 +118,14 @@ def command(a: Any) -> int:
         store[k] = {**s.to_dict(), "safe_batch": safe, "case": case.id, "pool_bytes": pool, "when": now()}
         storage.write_bytes_atomic(store_path, json.dumps(store, indent=1).encode())
         print(
-            f"{case.id}: max batch {s.max_ok} (first failure {s.first_fail}, {s.stopped}; safe {safe}) in {len(s.probes)} probes"
+            f"{name(case)}: max batch {s.max_ok} (first failure {s.first_fail}, {s.stopped}; safe {safe}) in {len(s.probes)} probes"
         )
     return 0
+
+
+def name(case: Case) -> str:
+    """The case's id without its batch (what the search is about)."""
+    return "-".join(v for k, v in case.id_parts().items() if v and k != "batch")
 
 
 def _device_memory(machine: Any, case: Case) -> float | None:

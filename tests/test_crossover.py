@@ -23,7 +23,7 @@ def test_the_interval_covers_the_true_crossing_in_at_least_90_percent_of_seeded_
     hits, trials = 0, 200
     for seed in range(trials):
         rng = np.random.default_rng(seed)
-        x = crossover.analyse(BATCHES, rounds(GPU, rng), rounds(CPU, rng), n_boot=1000, seed=seed)
+        x = crossover.analyse(BATCHES, rounds(GPU, rng), rounds(CPU, rng), n_boot=600, seed=seed)
         assert x.verdict == "crossover" and x.low == 64 and x.high == 128, (seed, x.verdict, x.low, x.high)
         hits += x.ci_low <= TRUE_X <= x.ci_high
     assert hits / trials >= 0.90

@@ -66,3 +66,37 @@ def test_outcomes_from_records_tell_an_oom_a_killed_worker_and_a_cpu_over_its_li
     assert maxbatch.outcome(64, killed, None).status == "oom-suspect"
     assert maxbatch.outcome(64, {"status": "oom", "reason": "ResourceExhaustedError"}, None).oom
     assert not maxbatch.outcome(64, {"status": "error", "reason": "shape mismatch"}, None).oom
+
+
+def test_a_real_cpu_search_under_a_memory_limit_finds_a_batch_and_records_its_probes(tmp_path):
+    """JAX on this CPU: one probe measures the worker's resident memory, then the limit sits a little above it."""
+    import json
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "bench", "maxbatch", "--profile", "smoke", "--workloads", "mlp", "--modes", "infer"]
+    base += ["--devices", "cpu", "--precisions", "fp32", "--backend", "jax", "--results-dir", str(tmp_path)]
+    r = subprocess.run(
+        [*base, "--start", "1024", "--max", "1024", "--memory-limit", "100"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    (first,) = json.loads((tmp_path / "maxbatch.json").read_text()).values()
+    assert first["stopped"] == "limit" and first["max_ok"] == 1024 and len(first["probes"]) == 1
+    rss = first["probes"][0]["host_peak_bytes"]
+    limit_gib = (rss + 60 * 2**20) / 2**30  # about 10,000 more samples of 5 KB: between 8192 and 32768
+    args = [*base, "--start", "8192", "--max", "32768", "--memory-limit", f"{limit_gib:.4f}"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    store = json.loads((tmp_path / "maxbatch.json").read_text())
+    (e,) = [v for v in store.values() if v is not first and v["probes"][0]["batch"] == 8192]
+    probes = e["probes"]
+    assert e["stopped"] == "bracketed" and 8192 <= e["max_ok"] < e["first_fail"] <= 32768, e
+    assert all(p["host_peak_bytes"] for p in probes) and any(p["status"] == "oom" for p in probes)
+    assert "max batch" in r.stdout and len(probes) <= 6
+    assert len(list((tmp_path / "maxbatch-probes").glob("*.json"))) == 1 + len(probes)  # every probe's run is kept
+    # asked again, the answer is read back instead of probed
+    r = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "recorded" in r.stdout and "--fresh" in r.stdout
