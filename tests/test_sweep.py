@@ -91,3 +91,36 @@ def test_a_full_grid_says_its_cost_before_it_runs():
     )
     line = sweep.cost_line(list(range(12)), opts)
     assert line.startswith("full grid, points per workload: mlp 5, cnn 3; 12 cases to measure, roughly")
+
+
+def test_a_knob_sweep_builds_each_size_for_real_and_records_its_flops_and_parameters(tmp_path):
+    """TensorFlow on this CPU: the MLP at two widths, each point a case of its own size."""
+    import subprocess
+    import sys
+
+    args = ["run", "--profile", "smoke", "--sweep", "width=128", "--workloads", "mlp", "--modes", "train"]
+    args += [
+        "--devices",
+        "cpu",
+        "--precisions",
+        "fp32",
+        "--repeats",
+        "0",
+        "--no-report",
+        "--results-dir",
+        str(tmp_path),
+    ]
+    r = subprocess.run([sys.executable, "-m", "bench", *args], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "accelbench sweep: additive grid, points per workload: mlp 2;" in r.stderr
+    (path,) = tmp_path.glob("*.json")
+    infos = {e["case_id"]: e for e in (x["extra_info"] for x in storage.records(storage.load(path)))}
+    mlp = WORKLOADS["mlp"]
+    for cid, knobs in (("mlp-train-cpu-fp32-b64", ()), ("mlp-width128-train-cpu-fp32-b64", (("width", 128),))):
+        e, size = infos[cid], mlp.size("smoke", knobs)
+        assert e["status"] == "ok" and e["flops_per_sample"] == mlp.flops_per_sample(size, "train"), cid
+        widths = (size.features, *size.hidden, size.classes)
+        assert e["params"] == sum(a * b + b for a, b in zip(widths[:-1], widths[1:])), (
+            cid
+        )  # the model built was that size
+        assert e["size_width"] == size.hidden[0]

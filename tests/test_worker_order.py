@@ -71,7 +71,9 @@ def _worker(be: Recorder) -> worker.WorkerSession:
 
     w._timed = timed
     w._after = lambda case, built, last, rate=None: {}
-    w.loop = SimpleNamespace(summarize=lambda case, data, k, rank=None: {"samples_per_s": 50.0}, Probe=Probe)
+    w.loop = SimpleNamespace(
+        summarize=lambda case, data, k, rank=None: {"samples_per_s": 50.0}, Probe=Probe, warm_up=loop.warm_up
+    )
     w.telemetry = SimpleNamespace(derive=lambda window, samples, idle: {})
     w.coord = SimpleNamespace(gather=lambda out, samples: {})
     w._idle_w = lambda: None
