@@ -1,11 +1,17 @@
 """A real CPU batch sweep's report (tests/data/cpu_sweep.json, the issue's own command): the sweep section,
 its crossover, the Markdown, the console and the CSV, read the way users read them."""
 
+import sys
+
 import pandas as pd
 import pytest
 from conftest import DATA
 
 from bench import storage
+
+sys.path.insert(0, str(DATA))
+import make_samples  # noqa: E402
+
 from bench.report import analysis, console, sweeps
 from bench.report.render import html_report, markdown_report
 
@@ -51,3 +57,19 @@ def test_the_report_shows_throughput_against_batch_and_the_crossovers_everywhere
     assert "## Crossovers along the swept axes" in md and "cpu mixed_bfloat16 vs cpu fp32" in md
     text = console.table(run)
     assert text.count("\ncrossover: mlp ") == 2
+
+
+def test_a_full_grid_draws_a_heat_map_of_the_gpu_over_the_cpu_and_finds_each_width_s_crossover():
+    doc = make_samples.gpu_shaped_grid()
+    run = analysis.load_run(doc)
+    ((title, xs, ys, cells),) = sweeps.heatmaps(run)
+    assert title == "mlp train: gpu1 fp32 / cpu fp32" and xs == [1, 16, 256, 4096] and ys == [256, 1024]
+    assert cells[(1, 256)][0] < 1 < cells[(4096, 256)][0] and not cells[(4096, 1024)][1]  # clear of 1: not hatched
+    html = html_report([doc])
+    assert 'aria-label="mlp train: gpu1 fp32 / cpu fp32: width ' in html and "width 256, batch 1: " in html
+    assert "log2 of the ratio" in html
+    found = {a.group[2]: x for _, a, b, x in sweeps.rows(run) if a.parts["device"] == "gpu1" and _ == "batch"}
+    for knobs, x in found.items():  # true crossings: 97 at width 256, 24 at 1024 (the CPU's c four times larger)
+        true = (2e-3 - 1e-4) / (20e-6 * dict(knobs)["width"] / 256 - 0.5e-6)
+        assert x.verdict == "crossover" and x.low < true < x.high, (knobs, x)
+    assert len(found) == 2

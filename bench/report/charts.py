@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 import re
 
 import matplotlib
@@ -110,6 +111,38 @@ def along(series: dict[str, list[tuple[int, float, float, float]]], title: str, 
     ax.set_title(title)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return _svg(fig, title + ": " + "; ".join(alt))
+
+
+def heatmap(xs: list[int], ys: list[int], cells: dict, title: str, xlabel: str, ylabel: str) -> str:
+    """A ratio over two swept axes: diverging about 1 (log2), the ratio in each cell, hatched where its CI spans 1.
+
+    ``cells``: (x, y) -> (ratio, spans_one); missing cells stay blank (not measured, never 0).
+    """
+    import numpy as np
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.patches import Rectangle
+
+    grid = np.full((len(ys), len(xs)), np.nan)
+    for (x, y), (r, _) in cells.items():
+        grid[ys.index(y), xs.index(x)] = math.log2(r)
+    span = max(1.0, float(np.nanmax(np.abs(grid)))) if cells else 1.0
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * len(xs) + 2), max(2.2, 0.6 * len(ys) + 1.2)))
+    im = ax.imshow(grid, cmap="PuOr", norm=TwoSlopeNorm(vcenter=0.0, vmin=-span, vmax=span), aspect="auto")
+    alt = []
+    for (x, y), (r, spans) in sorted(cells.items()):
+        i, j = ys.index(y), xs.index(x)
+        ax.text(j, i, f"{'~' if spans else ''}{human(r)}x", ha="center", va="center", fontsize=7)
+        if spans:
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="//", edgecolor="#555555", lw=0))
+        alt.append(f"{ylabel} {y}, {xlabel} {x}: {'~' if spans else ''}{human(r)}x")
+    ax.set_xticks(range(len(xs)), [str(x) for x in xs])
+    ax.set_yticks(range(len(ys)), [str(y) for y in ys])
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    bar = fig.colorbar(im, ax=ax, shrink=0.8)
+    bar.set_label("log2 of the ratio (0 = equal)")
     return _svg(fig, title + ": " + "; ".join(alt))
 
 

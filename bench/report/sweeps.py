@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 from tabulate import tabulate
 
-from bench import crossover
+from bench import crossover, stats
 from bench.cases import Case
 from bench.report import charts
 from bench.report.analysis import RunData
@@ -27,7 +27,8 @@ NOTE = (
     "against log x inside it, and its 95% interval resamples every case's rounds (within-worker noise: "
     "a rerun may land further, see the rerun interval). Fit: each side's median step time as t0 + c x batch "
     "(t0: fixed cost per step, c: cost per sample), and the batch where the fits meet. Each point's own CI: "
-    "about 1 in 20 points may be marked clear of 1 by chance."
+    "about 1 in 20 points (or heat-map cells) may be marked clear of 1 by chance. Heat map: the ratio over "
+    "batch x size on a diverging scale about 1 (log2), hatched where its CI spans 1."
 )
 
 
@@ -144,6 +145,46 @@ def energy(a: Line, b: Line, axis: str) -> str:
     return f"{a.label} uses less energy per sample from {axis} {less[0]} (one reading per case, no CI)"
 
 
+def heatmaps(run: RunData) -> list[tuple[str, list[int], list[int], dict]]:
+    """A full grid of batch x a size knob: each pair's ratio in every cell both measured (title, xs, ys, cells)."""
+    knobs = [a for a in axes(run) if a != "batch"]
+    opts = run.doc.get("run", {}).get("options") or {}
+    if "batch" not in axes(run) or not knobs or opts.get("grid") != "full":
+        return []
+    knob = knobs[0]
+    t = run.table
+    ok = t[(t["status"] == "ok") & t["mode"].isin(["train", "infer"]) & (t["tenants"].fillna(1) == 1)]
+    configs: dict[tuple, dict] = {}
+    for _, r in ok.iterrows():
+        case, col = Case.of(r), f"size_{knob}"
+        if col not in r or pd.isna(r[col]) or any(k != knob for k, _ in case.knobs):
+            continue
+        parts = case.id_parts()
+        key = (parts["workload"], parts["mode"], parts["device"], parts["backend"], parts["precision"], parts["xla"])
+        configs.setdefault(key, {})[(case.per_replica_batch, int(r[col]))] = run.samples.get(str(r["case_id"])) or []
+    out = []
+    for a, ca in configs.items():
+        for b, cb in configs.items():
+            if a[:2] != b[:2] or a[3] != b[3] or a[5] != b[5]:
+                continue
+            device_pair = a[2] != "cpu" and b[2] == "cpu" and a[4] == b[4]
+            precision_pair = a[4] != "fp32" and b[4] == "fp32" and a[2] == b[2]
+            if not (device_pair or precision_pair):
+                continue
+            cells = {}
+            for xy in ca.keys() & cb.keys():
+                if ca[xy] and cb[xy]:
+                    ratio = stats.ratio_of_medians(ca[xy], cb[xy])
+                    cells[xy] = (ratio.value, ratio.spans_one)
+            if len(cells) >= 2:
+                la = " ".join(p for p in (a[2], a[3], a[4], a[5]) if p)
+                lb = " ".join(p for p in (b[2], b[3], b[4], b[5]) if p)
+                xs = sorted({x for x, _ in cells})
+                ys = sorted({y for _, y in cells})
+                out.append((f"{a[0]} {a[1]}: {la} / {lb}", xs, ys, cells))
+    return out
+
+
 def _where(line: Line, axis: str) -> str:
     workload, mode, fixed = line.group
     if axis == "batch":
@@ -179,6 +220,9 @@ def section(run: RunData) -> list:
             title = f"{_where(mine[0], axis)}: samples/s against {axis}"
             series = {line.label: list(zip(line.xs, line.medians, line.lows, line.highs)) for line in mine}
             blocks.append(Svg(charts.along(series, title, axis)))
+    for title, xs, ys, cells in heatmaps(run):
+        knob = next(a for a in axes(run) if a != "batch")
+        blocks.append(Svg(charts.heatmap(xs, ys, cells, title, "batch", knob)))
     table = []
     for axis, a, b, x in rows(run):
         model = "-" if x.model_x is None else f"{x.model_x:.3g}"

@@ -68,6 +68,7 @@ def build(out: Path, results: Path | None = None) -> list[Path]:
     # the real runs: the default CPU run, each H200 file alone and the three together
     render([storage.load(DATA / "cpu_default_run.json")], out / "report-cpu-default")
     render([storage.load(DATA / "cpu_sweep.json")], out / "report-cpu-sweep")  # a batch sweep: charts, crossovers
+    render([make_samples.gpu_shaped_grid()], out / "report-gpu-grid")  # a full grid: the heat map
     h200 = [storage.load(DATA / "h200" / f"{k}.json") for k in ("smoke-cpu-and-gpu1", "standard-gpu1", "tenants-mix")]
     for d in h200:
         render([d], out / f"report-h200-{d['run']['id']}")

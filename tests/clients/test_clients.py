@@ -150,6 +150,7 @@ def test_pages_cover_every_kind_the_project_publishes(built):
         "report-fresh/index.html",
         "report-a100/index.html",
         "report-cpu-sweep/index.html",
+        "report-gpu-grid/index.html",
         "/site/index.html",
         "/method.html",
     ):

@@ -251,6 +251,25 @@ def tenant_record(case: Case, alone: float, shares: list[float], gpu_name: str, 
     return out
 
 
+def gpu_shaped_grid():
+    """A full grid batch x width on a GPU and the CPU, step times t0 + c x b (GPU: 2 ms fixed, CPU: 20 us a sample)."""
+    doc = gpu8("grid-run", "gpu-box", "NVIDIA H100 80GB HBM3")
+    doc["benchmarks"], doc["unmeasured"] = [], []
+    doc["run"]["options"] = {
+        **doc["run"].get("options", {}),
+        "sweeps": ["batch=1,16,256,4096", "width=256,1024"],
+        "grid": "full",
+    }
+    for width in (256, 1024):
+        for b in (1, 16, 256, 4096):
+            for kind, (t0, c) in (("gpu", (2e-3, 0.5e-6)), ("cpu", (1e-4, 20e-6))):
+                case = Case("mlp", "train", kind, 1, False, "fp32", False, b, knobs=(("width", width),))
+                rec = measured(case, b / (t0 + c * b * width / 256), "grid-run", ["NVIDIA H100 80GB HBM3"], 300.0)
+                rec["extra_info"]["size_width"] = width
+                storage.add_record(doc, rec)
+    return doc
+
+
 def hostile() -> dict:
     evil = '<script>alert("gpu")</script><img src=x onerror=alert(1)>'
     doc = gpu8("hostile-run", f"host{evil}", f"NVIDIA {evil}")
