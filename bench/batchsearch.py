@@ -127,12 +127,10 @@ def outcome(batch: int, info: dict, memory_limit_bytes: float | None) -> Outcome
 
 def key(case: Case, profile: str, memory_limit_bytes: float | None, machine_info: dict, cap: int = MAX_KNOB) -> str:
     """What a search's answer depends on: the case without its batch, profile, limits, device, versions, allocator."""
-    parts = case.id_parts()
-    parts["batch"] = ""
     env = {k: os.environ.get(k, "") for k in ("XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_FLAGS", "TF_GPU_ALLOCATOR")}
     return json.dumps(
         {
-            "case": "-".join(v for v in parts.values() if v),
+            "case": case.id_without("batch"),
             "profile": profile,
             "memory_limit_bytes": memory_limit_bytes,
             "max_batch_tried": cap,

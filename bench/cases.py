@@ -178,6 +178,10 @@ class Case:
         """The id as a table of named parts (``ID_TABLE``, in order; "" where a part is absent)."""
         return {p.name: p.text(self) for p in ID_TABLE}
 
+    def id_without(self, *names: str) -> str:
+        """The id with some named parts left out, e.g. ``"batch"``: what a largest-batch search is about."""
+        return "-".join(v for k, v in self.id_parts().items() if v and k not in names)
+
     @property
     def id(self) -> str:
         """E.g. ``cnn-train-gpu2-mixed_bfloat16-xla-b64``, ``mlp-infer-cpu2-virtual-fp32-b64``, ``mlp-train-gpu1-jax-tf32-b1024``.
@@ -273,8 +277,13 @@ class Case:
         )
 
 
+def knobs_text(knobs: Iterable[Sequence[Any]]) -> str:
+    """Size knobs as a CSV row holds them: ``width=2048;depth=4`` (``knobs_of`` reads it back)."""
+    return ";".join(f"{k}={v}" for k, v in knobs)
+
+
 def knobs_of(value: Any) -> tuple[tuple[str, int], ...]:
-    """Size knobs as stored: pairs in a record, ``width=2048;depth=4`` in a CSV row, or nothing."""
+    """Size knobs as stored: pairs in a record, ``width=2048;depth=4`` in a CSV row (``knobs_text``), or nothing."""
     if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
         return ()
     if isinstance(value, str):

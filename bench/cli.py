@@ -175,7 +175,7 @@ def parser() -> argparse.ArgumentParser:
     add_parsers(sub, _positive_int)
     add_site(sub, _positive_int)
     merge.add_parser(sub)
-    maxbatch.add_parser(sub)
+    maxbatch.add_parser(sub, _list)
     return p
 
 

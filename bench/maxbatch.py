@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +30,16 @@ from bench.cases import MAX_KNOB, Case
 from bench.errors import UserError
 
 
-def add_parser(sub) -> None:
-    """Register ``maxbatch`` on the main parser."""
+def add_parser(sub, as_list: Callable[[str], tuple[str, ...]]) -> None:
+    """Register ``maxbatch`` on the main parser (``as_list``: the command line's comma-list type)."""
     m = sub.add_parser("maxbatch", help="the largest batch that fits, per workload, mode, precision and device")
     m.add_argument("--profile", default="standard", help="smoke | standard (default) | large: the model sizes")
-    m.add_argument("--workloads", default="mlp", help="comma list of mlp, cnn, transformer (default mlp)")
-    m.add_argument("--modes", default="train", help="comma list of train, infer (default train)")
-    m.add_argument("--devices", default="cpu", help="comma list of cpu, gpu:K (default cpu)")
-    m.add_argument("--precisions", default="fp32", help="comma list of precisions (default fp32)")
+    m.add_argument(
+        "--workloads", type=as_list, default=("mlp",), help="comma list of mlp, cnn, transformer (default mlp)"
+    )
+    m.add_argument("--modes", type=as_list, default=("train",), help="comma list of train, infer (default train)")
+    m.add_argument("--devices", type=as_list, default=("cpu",), help="comma list of cpu, gpu:K (default cpu)")
+    m.add_argument("--precisions", type=as_list, default=("fp32",), help="comma list of precisions (default fp32)")
     m.add_argument("--backend", default="tensorflow", help="tensorflow (default) | jax")
     m.add_argument("--start", type=int, default=None, help="first batch tried (default: the profile's)")
     m.add_argument("--max", type=int, default=MAX_KNOB, help=f"largest batch tried (default {MAX_KNOB})")
@@ -58,13 +61,12 @@ def command(a: Any) -> int:
     limit = a.memory_limit * 2**30 if a.memory_limit else None
     if limit is not None and not 0 < limit < 2**50:
         raise UserError(f"--memory-limit must be a positive number of GiB; got {a.memory_limit}")
-    split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip())  # noqa: E731
     base = RunOptions(
         profile=a.profile,
-        workloads=split(a.workloads),
-        modes=split(a.modes),
-        devices=split(a.devices),
-        precisions=split(a.precisions),
+        workloads=a.workloads,
+        modes=a.modes,
+        devices=a.devices,
+        precisions=a.precisions,
         backend=a.backend,
         repeats=0,
         probe=True,
@@ -82,8 +84,9 @@ def command(a: Any) -> int:
     store = json.loads(store_path.read_text()) if store_path.exists() else {}
     runs_dir = results / "maxbatch-probes"
     for case, support in plan(base, machine):
+        what = case.id_without("batch")  # what the search is about
         if not support.supported:
-            print(f"{name(case)}: unsupported here: {support.reason}")
+            print(f"{what}: unsupported here: {support.reason}")
             continue
         one = dataclasses.replace(
             base,
@@ -99,7 +102,7 @@ def command(a: Any) -> int:
         if k in store and not a.fresh:
             e = store[k]
             print(
-                f"{name(case)}: max batch {e['max_ok']} (safe {e['safe_batch']}; recorded {e['when']}, --fresh to probe again)"
+                f"{what}: max batch {e['max_ok']} (safe {e['safe_batch']}; recorded {e['when']}, --fresh to probe again)"
             )
             continue
 
@@ -118,14 +121,9 @@ def command(a: Any) -> int:
         store[k] = {**s.to_dict(), "safe_batch": safe, "case": case.id, "pool_bytes": pool, "when": now()}
         storage.write_bytes_atomic(store_path, json.dumps(store, indent=1).encode())
         print(
-            f"{name(case)}: max batch {s.max_ok} (first failure {s.first_fail}, {s.stopped}; safe {safe}) in {len(s.probes)} probes"
+            f"{what}: max batch {s.max_ok} (first failure {s.first_fail}, {s.stopped}; safe {safe}) in {len(s.probes)} probes"
         )
     return 0
-
-
-def name(case: Case) -> str:
-    """The case's id without its batch (what the search is about)."""
-    return "-".join(v for k, v in case.id_parts().items() if v and k != "batch")
 
 
 def _device_memory(machine: Any, case: Case) -> float | None:

@@ -125,9 +125,10 @@ class RunOptions:
         compile_cache.root_of(self.compile_cache)  # a path that is a file: one line, before anything runs
         if self.grid not in sweep.GRIDS:
             raise UserError(f"--grid must be one of {', '.join(sweep.GRIDS)}; got {self.grid!r}")
+        axes = self.axes
         for w in self.workloads:  # every point buildable (a width its heads divide), before anything starts
             sweep.points(
-                self.axes, self.grid, WORKLOADS[w], self.profile, self.batch_size or WORKLOADS[w].batch[self.profile]
+                axes, self.grid, WORKLOADS[w], self.profile, self.batch_size or WORKLOADS[w].batch[self.profile]
             )
 
     @property
@@ -305,7 +306,7 @@ def keyword_match(expr: str, case_id: str) -> bool:
 def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
     """Every case of the matrix with its support verdict (nothing is dropped silently)."""
     precisions = PRECISIONS if opts.precisions == ("auto",) else opts.precisions
-    devices, axes = device_configs(opts, machine), opts.axes
+    devices, axes, engines = device_configs(opts, machine), opts.axes, backends(opts, machine)
     cases: list[Case] = []
     for w in opts.workloads:
         anchor = opts.batch_size or WORKLOADS[w].batch[opts.profile]
@@ -318,7 +319,7 @@ def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
                 XLA_CHOICES[opts.xla],
                 {w: batch},
                 latency_batch1=opts.timing.latency_batch1 and opts.batch_size is None and not axes,
-                backends=backends(opts, machine),
+                backends=engines,
                 parallelisms=opts.parallelisms,
                 slo_of={w: opts.slo_of(w)},
             )

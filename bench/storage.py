@@ -30,7 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from bench import upgrades
-from bench.cases import Case
+from bench.cases import Case, knobs_text
 from bench.columns import BOOL_COLUMNS, COLUMN_DEFAULTS, COLUMNS, LIST_COLUMNS
 from bench.errors import UserError
 
@@ -433,7 +433,7 @@ def tidy_rows(doc: dict) -> list[dict]:
         row.update({c: v for c, v in COLUMN_DEFAULTS.items() if row.get(c) is None})
         row.update({c: bool(row.get(c)) for c in BOOL_COLUMNS})
         if row.get("knobs"):
-            row["knobs"] = ";".join(f"{k}={v}" for k, v in row["knobs"])
+            row["knobs"] = knobs_text(row["knobs"])
         for c in LIST_COLUMNS:
             if isinstance(row.get(c), (list, tuple)):
                 row[c] = ";".join("" if v is None else str(v) for v in row[c])

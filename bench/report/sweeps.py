@@ -54,15 +54,35 @@ def axes(run: RunData) -> list[str]:
     return [str(s).partition("=")[0].strip().lower() for s in opts.get("sweeps") or []]
 
 
+def _measured(run: RunData) -> pd.DataFrame:
+    """The run's measured train and infer cases, each alone on its device (what a sweep's lines hold)."""
+    t = run.table
+    return t[(t["status"] == "ok") & t["mode"].isin(["train", "infer"]) & (t["tenants"].fillna(1) == 1)]
+
+
+def _label(parts: dict) -> str:
+    """A configuration's name in a sweep: device, backend, precision, XLA."""
+    return " ".join(p for p in (parts["device"], parts["backend"], parts["precision"], parts["xla"]) if p)
+
+
+def _paired(pa: dict, pb: dict) -> bool:
+    """Whether A is held against B: a device against the CPU at one precision, or a precision against fp32 on one device.
+
+    The other parts (workload, mode, size, backend, XLA) must match; callers group by them or check them.
+    """
+    if any(pa[k] != pb[k] for k in ("backend", "xla")):
+        return False
+    device_pair = pa["device"] != "cpu" and pb["device"] == "cpu" and pa["precision"] == pb["precision"]
+    precision_pair = pa["precision"] != "fp32" and pb["precision"] == "fp32" and pa["device"] == pb["device"]
+    return device_pair or precision_pair
+
+
 def lines(run: RunData, axis: str) -> list[Line]:
     """The measured train and infer cases along ``axis``, one line per configuration with two or more points."""
-    t = run.table
-    ok = t[(t["status"] == "ok") & t["mode"].isin(["train", "infer"]) & (t["tenants"].fillna(1) == 1)]
     found: dict[tuple, dict] = {}
-    for _, r in ok.iterrows():
+    for _, r in _measured(run).iterrows():
         case = Case.of(r)
         parts = case.id_parts()
-        knobs = dict(case.knobs)
         fixed: tuple
         if axis == "batch":
             x, fixed = case.per_replica_batch, tuple(case.knobs)
@@ -71,9 +91,8 @@ def lines(run: RunData, axis: str) -> list[Line]:
             if col not in r or pd.isna(r[col]):
                 continue
             x, fixed = int(r[col]), (tuple(kv for kv in case.knobs if kv[0] != axis), parts["batch"])
-        label = " ".join(p for p in (parts["device"], parts["backend"], parts["precision"], parts["xla"]) if p)
         group = (parts["workload"], parts["mode"], fixed)
-        entry = found.setdefault((group, label), {"parts": {**parts, "knobs": knobs}, "pts": {}})
+        entry = found.setdefault((group, _label(parts)), {"parts": parts, "pts": {}})
         entry["pts"][x] = (r, run.samples.get(str(r["case_id"])) or [])
     out = []
     for (group, label), e in found.items():
@@ -105,13 +124,7 @@ def pairs(found: list[Line], axis: str) -> list[tuple[Line, Line, crossover.Cros
     out = []
     for a in found:
         for b in found:
-            if a is b or a.group != b.group:
-                continue
-            pa, pb = a.parts, b.parts
-            same = ("backend", "xla")
-            device_pair = pa["device"] != "cpu" and pb["device"] == "cpu" and pa["precision"] == pb["precision"]
-            precision_pair = pa["precision"] != "fp32" and pb["precision"] == "fp32" and pa["device"] == pb["device"]
-            if not (device_pair or precision_pair) or any(pa[k] != pb[k] for k in same):
+            if a is b or a.group != b.group or not _paired(a.parts, b.parts):
                 continue
             xs = [x for x in a.xs if x in b.xs and a.rounds[a.xs.index(x)] and b.rounds[b.xs.index(x)]]
             if len(xs) < 2:
@@ -152,24 +165,18 @@ def heatmaps(run: RunData) -> list[tuple[str, list[int], list[int], dict]]:
     if "batch" not in axes(run) or not knobs or opts.get("grid") != "full":
         return []
     knob = knobs[0]
-    t = run.table
-    ok = t[(t["status"] == "ok") & t["mode"].isin(["train", "infer"]) & (t["tenants"].fillna(1) == 1)]
-    configs: dict[tuple, dict] = {}
-    for _, r in ok.iterrows():
+    configs: dict[tuple, tuple[dict, dict]] = {}  # (workload, mode, label) -> (parts, (batch, knob value) -> rounds)
+    for _, r in _measured(run).iterrows():
         case, col = Case.of(r), f"size_{knob}"
         if col not in r or pd.isna(r[col]) or any(k != knob for k, _ in case.knobs):
             continue
         parts = case.id_parts()
-        key = (parts["workload"], parts["mode"], parts["device"], parts["backend"], parts["precision"], parts["xla"])
-        configs.setdefault(key, {})[(case.per_replica_batch, int(r[col]))] = run.samples.get(str(r["case_id"])) or []
+        _, cells_of = configs.setdefault((parts["workload"], parts["mode"], _label(parts)), (parts, {}))
+        cells_of[(case.per_replica_batch, int(r[col]))] = run.samples.get(str(r["case_id"])) or []
     out = []
-    for a, ca in configs.items():
-        for b, cb in configs.items():
-            if a[:2] != b[:2] or a[3] != b[3] or a[5] != b[5]:
-                continue
-            device_pair = a[2] != "cpu" and b[2] == "cpu" and a[4] == b[4]
-            precision_pair = a[4] != "fp32" and b[4] == "fp32" and a[2] == b[2]
-            if not (device_pair or precision_pair):
+    for a, (pa, ca) in configs.items():
+        for b, (pb, cb) in configs.items():
+            if a[:2] != b[:2] or not _paired(pa, pb):
                 continue
             cells = {}
             for xy in ca.keys() & cb.keys():
@@ -177,11 +184,9 @@ def heatmaps(run: RunData) -> list[tuple[str, list[int], list[int], dict]]:
                     ratio = stats.ratio_of_medians(ca[xy], cb[xy])
                     cells[xy] = (ratio.value, ratio.spans_one)
             if len(cells) >= 2:
-                la = " ".join(p for p in (a[2], a[3], a[4], a[5]) if p)
-                lb = " ".join(p for p in (b[2], b[3], b[4], b[5]) if p)
                 xs = sorted({x for x, _ in cells})
                 ys = sorted({y for _, y in cells})
-                out.append((f"{a[0]} {a[1]}: {la} / {lb}", xs, ys, cells))
+                out.append((f"{a[0]} {a[1]}: {a[2]} / {b[2]}", xs, ys, cells))
     return out
 
 
@@ -210,11 +215,13 @@ def rows(run: RunData) -> list[tuple[str, Line, Line, crossover.Crossover]]:
 def section(run: RunData) -> list:
     """Charts of throughput along each axis and the crossover table (HTML blocks)."""
     blocks: list = []
+    found_pairs = []
     for axis in axes(run):
         found = lines(run, axis)
         if not found:
             blocks.append(Para(f"No configuration was measured at two or more {axis} points.", cls="na"))
             continue
+        found_pairs += [(axis, a, b, x) for a, b, x in pairs(found, axis)]
         for group in dict.fromkeys(line.group for line in found):
             mine = [line for line in found if line.group == group]
             title = f"{_where(mine[0], axis)}: samples/s against {axis}"
@@ -224,7 +231,7 @@ def section(run: RunData) -> list:
         knob = next(a for a in axes(run) if a != "batch")
         blocks.append(Svg(charts.heatmap(xs, ys, cells, title, "batch", knob)))
     table = []
-    for axis, a, b, x in rows(run):
+    for axis, a, b, x in found_pairs:
         model = "-" if x.model_x is None else f"{x.model_x:.3g}"
         table.append(
             [
