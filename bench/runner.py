@@ -231,10 +231,10 @@ class Run:
 
     def _repeat_workers(self, groups: dict[GroupKey, list[Case]], idle: dict, bar) -> None:
         """The same cases again in fresh workers (fresh process, compile cache off): the run-level spread."""
-        ok = storage.status_sets(self.doc)["ok"]
-        done = [c for cs in groups.values() for c in cs if c.mode in ("train", "infer") and c.id in ok]
-        walls = {storage.case_id_of(r): r["extra_info"].get("case_wall_s") for r in storage.records(self.doc)}
-        again = set(spread.chosen(self.run_id, [c.id for c in done], self.opts.repeats, walls))
+        info = {storage.case_id_of(r): r["extra_info"] for r in storage.records(self.doc)}
+        done = [c.id for cs in groups.values() for c in cs if c.id in info and spread.eligible(info[c.id])]
+        walls = {cid: info[cid].get("case_wall_s") for cid in done}
+        again = set(spread.chosen(self.run_id, done, self.opts.repeats, walls))
         if self.cluster or not again:
             return
         if bar is not None:

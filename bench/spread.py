@@ -118,7 +118,7 @@ def annotate(infos: Sequence[dict]) -> dict[str, dict]:
     """
     kinds: dict[str, list[list[float]]] = {}
     for e in infos:
-        if _eligible(e):
+        if eligible(e):
             kinds.setdefault(str(e["device_kind"]), []).append(worker_medians(e))
     out: dict[str, dict] = {}
     for kind, groups in kinds.items():
@@ -128,11 +128,12 @@ def annotate(infos: Sequence[dict]) -> dict[str, dict]:
         f = s.half_factor()
         out[kind] = {"sigma_log": s.sigma_log, "df": s.df, "cases": s.cases, "factor": f, "method": METHOD}
         for e in infos:
-            if _eligible(e) and e["device_kind"] == kind:
+            if eligible(e) and e["device_kind"] == kind:
                 e["run_ci_low"], e["run_ci_high"] = e["samples_per_s"] / f, e["samples_per_s"] * f
                 e["run_spread_cases"] = s.cases
     return out
 
 
-def _eligible(e: Mapping) -> bool:
+def eligible(e: Mapping) -> bool:
+    """A record whose worker median the spread uses: a measured train or infer case alone on its device."""
     return e.get("status") == "ok" and e.get("mode") in ("train", "infer") and int(e.get("tenants") or 1) == 1

@@ -97,11 +97,19 @@ def lag1_autocorrelation(values: Sequence[float]) -> float | None:
     return sum(a * b for a, b in zip(d, d[1:])) / den
 
 
+def halves_medians(values: Sequence[float]) -> tuple[float, float]:
+    """(median of the first half, median of the second), the middle value of an odd count left out."""
+    h = len(values) // 2
+    return statistics.median(values[:h]), statistics.median(values[-h:])
+
+
 def halves_drift(values: Sequence[float]) -> float:
     """|median(first half) - median(second half)| / median(all): a level that moved in the rounds."""
-    h = len(values) // 2
     mid = statistics.median(values)
-    return abs(statistics.median(values[:h]) - statistics.median(values[-h:])) / mid if h and mid else 0.0
+    if len(values) < 2 or not mid:
+        return 0.0
+    first, second = halves_medians(values)
+    return abs(first - second) / mid
 
 
 @dataclass(frozen=True)
@@ -118,8 +126,8 @@ class Trend:
         if len(sm_mhz) >= 4 and statistics.median(sm_mhz):
             drift = halves_drift(sm_mhz)
         if len(temp_c) >= 4:
-            h = len(temp_c) // 2
-            rise = statistics.median(temp_c[-h:]) - statistics.median(temp_c[:h])
+            first, second = halves_medians(temp_c)
+            rise = second - first
         return cls(drift, rise)
 
     @classmethod
