@@ -83,10 +83,28 @@ def report(session: nox.Session) -> None:
     session.run("accelbench", "report", *session.posargs)
 
 
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def torch_cpu(env: dict | None = None) -> list[str]:
+    """What to install for a CPU-only torch: a CPU wheel in pip's find-links folders for this Python, else
+    torch from PyTorch's CPU index (PyPI's Linux torch is a CUDA build of several GB)."""
+    import sys
+
+    env = os.environ if env is None else env
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    for folder in (env.get("PIP_FIND_LINKS") or "").split():
+        wheels = sorted(glob.glob(os.path.join(folder, f"torch-*+cpu-{tag}-*.whl")))
+        if wheels:
+            return [wheels[-1]]
+    return ["torch", "--index-url", TORCH_CPU_INDEX]
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite (real TensorFlow and JAX on CPU; fake NVML at the hardware boundary)."""
-    session.install(".[jax]", *nox.project.dependency_groups(PYPROJECT, "test"))
+    """The test suite (real TensorFlow, JAX and torch on CPU; fake NVML at the hardware boundary)."""
+    session.install(*torch_cpu())  # before the extra asks for torch: the CPU build, not PyPI's CUDA one
+    session.install(".[jax,torch]", *nox.project.dependency_groups(PYPROJECT, "test"))
     # timing is not what the tests check; two workers (much of the time is framework start-up on
     # one core), a file's tests on one worker (module fixtures run once); the smoke run is shared
     session.run("pytest", "--benchmark-disable", "-n", "2", "--dist", "loadfile", "--durations=15", *session.posargs)

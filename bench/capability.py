@@ -26,6 +26,10 @@ JAX_CPU_FP16_REASON = (
     "mixed_float16 on CPU: XLA's CPU backend emulates fp16 (measured: MLP training at 0.56x of fp32) "
     "and rejects fp16 attention ('The precision F16_F16_F32 is not supported by dot_general on CPU')"
 )
+TORCH_CPU_FP16_REASON = (
+    "mixed_float16 on CPU: fp16 is a GPU tensor-core format; TensorFlow's and XLA's CPU backends emulate "
+    "it (measured), and torch's CPU fp16 is not offered until it is measured against fp32"
+)
 CPU_FLAGS_OF_INTEREST = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16", "amx_tile")
 
 
@@ -50,7 +54,8 @@ def cpu_precision(precision: str, cpu_flags: Iterable[str], backend: str = "tens
             False, "tf32 needs an NVIDIA GPU with compute capability >= 8.0 (a tensor-core math mode; CPUs have none)"
         )
     if precision == "mixed_float16":
-        return Support(False, JAX_CPU_FP16_REASON if backend == "jax" else CPU_FP16_REASON)
+        reason = {"jax": JAX_CPU_FP16_REASON, "torch": TORCH_CPU_FP16_REASON, "torch-native": TORCH_CPU_FP16_REASON}
+        return Support(False, reason.get(backend, CPU_FP16_REASON))
     needed = CPU_FLAGS_FOR[precision]
     if flags.intersection(needed):
         return OK
@@ -124,6 +129,13 @@ def xla_support(kind: str, count: int, virtual: bool, mode: str = "train") -> Su
 
 
 JAX_VIRTUAL_GPU = "JAX cannot split one GPU into logical devices (TensorFlow's virtual GPUs have no JAX counterpart)"
+TORCH_VIRTUAL_GPU = (
+    "torch cannot split one GPU into logical devices (TensorFlow's virtual GPUs have no torch counterpart)"
+)
+MODEL_PARALLEL_TORCH = (
+    "model parallelism on torch: Keras' torch backend has no distribution_lib in Keras 3.15 (the epic "
+    "keras-team/keras#23418 is open), and accelbench's native torch models are data parallel (DDP) only"
+)
 MODEL_PARALLEL_TF = (
     "model parallelism (Keras ModelParallel with a LayoutMap) runs only on the JAX backend: Keras' "
     "TensorFlow distribution_lib is a prototype without distribute_tensor (keras-team/keras#18473)"
@@ -138,11 +150,12 @@ SERVE_ONE_DEVICE = Support(
 
 
 def backend_support(backend: str, parallelism: str, kind: str, virtual: bool) -> Support:
-    """What a Keras backend can run: virtual GPUs are TensorFlow's, model parallelism is JAX's."""
+    """What a backend can run: virtual GPUs are TensorFlow's, model parallelism is JAX's."""
+    torch = backend in ("torch", "torch-native")
     if parallelism == "model" and backend != "jax":
-        return Support(False, MODEL_PARALLEL_TF)
-    if backend == "jax" and kind == "gpu" and virtual:
-        return Support(False, JAX_VIRTUAL_GPU)
+        return Support(False, MODEL_PARALLEL_TORCH if torch else MODEL_PARALLEL_TF)
+    if backend != "tensorflow" and kind == "gpu" and virtual:
+        return Support(False, TORCH_VIRTUAL_GPU if torch else JAX_VIRTUAL_GPU)
     return OK
 
 

@@ -21,7 +21,9 @@ from bench.precision import spec as _precision_spec
 MODES = ("train", "infer", "serve")  # serve: requests at a rate, batched, judged at a latency SLO
 DEVICE_KINDS = ("cpu", "gpu")
 XLA_CHOICES = {"off": (False,), "on": (True,), "both": (False, True)}
-BACKENDS = ("tensorflow", "jax")  # Keras 3 backends; TensorFlow first (the default, ids unchanged)
+# Keras 3 backends (TensorFlow first: the default, ids unchanged), then native PyTorch beside Keras on torch
+BACKENDS = ("tensorflow", "jax", "torch", "torch-native")
+TORCH_BACKENDS = ("torch", "torch-native")  # their compile switch is torch.compile: "compile" in ids, never "xla"
 PARALLELISMS = ("data", "model")  # model: kernels sharded over the devices (Keras ModelParallel, JAX only)
 
 
@@ -248,14 +250,14 @@ class Case:
         return replace(self, **changes)
 
     def baseline(self) -> Case:
-        """CPU fp32 of the same backend, workload, mode and per-replica batch (TensorFlow: without XLA)."""
+        """CPU fp32 of the same backend, workload, mode and per-replica batch (TensorFlow, torch: not compiled)."""
         return self.related(
             device_kind="cpu",
             device_count=1,
             virtual=False,
             nodes=1,
             precision="fp32",
-            xla=self.backend != "tensorflow",  # JAX always compiles
+            xla=self.backend == "jax",  # JAX always compiles; TensorFlow and torch: the eager or graph step
             parallelism="data",
             tenants=1,
             neighbour="",
@@ -302,6 +304,12 @@ class IdPart:
     text: Callable[[Case], str]
 
 
+def _compiled_text(c: Case) -> str:
+    if not c.xla or c.backend == "jax":
+        return ""
+    return "compile" if c.backend in TORCH_BACKENDS else "xla"
+
+
 def _tenants_text(c: Case) -> str:
     return f"beside-{c.neighbour}" if c.neighbour else f"t{c.tenants}" if c.tenants > 1 else ""
 
@@ -309,7 +317,8 @@ def _tenants_text(c: Case) -> str:
 # The case id, part by part: the non-empty texts joined by "-", read back by one pattern built from
 # the same rows. TensorFlow ids are unchanged from before the backend axis (results stay
 # comparable); other backends add theirs after the device, and ``mp`` under model parallelism.
-# JAX always compiles with XLA, so its ids carry no ``xla``. A sweep's size knobs follow the
+# JAX always compiles with XLA, so its ids carry no ``xla``; torch's switch is ``torch.compile``, so
+# its ids say ``compile``. A sweep's size knobs follow the
 # workload (none at the profile's size); the optional suffixes: the serve SLO, and N tenants or
 # the mix's neighbour.
 ID_TABLE: tuple[IdPart, ...] = (
@@ -319,13 +328,13 @@ ID_TABLE: tuple[IdPart, ...] = (
     IdPart("device", r"(?:cpu|gpu)\d*(?:x\d+nodes)?(?:-virtual)?", False, lambda c: c.device.label),
     IdPart(
         "backend",
-        "|".join(b for b in BACKENDS if b != "tensorflow"),
+        "|".join(sorted((b for b in BACKENDS if b != "tensorflow"), key=len, reverse=True)),
         True,
         lambda c: "" if c.backend == "tensorflow" else c.backend,
     ),
     IdPart("parallelism", "mp", True, lambda c: "mp" if c.parallelism == "model" else ""),
     IdPart("precision", "|".join(PRECISIONS), False, lambda c: c.precision),
-    IdPart("xla", "xla", True, lambda c: "xla" if c.xla and c.backend == "tensorflow" else ""),
+    IdPart("xla", "xla|compile", True, _compiled_text),
     IdPart("batch", r"b\d+", False, lambda c: f"b{c.per_replica_batch}"),
     IdPart("slo", r"slo[0-9.e+]+ms", True, lambda c: f"slo{c.slo_ms:g}ms" if c.slo_ms is not None else ""),
     IdPart("tenants", r"t\d+|beside-.+", True, _tenants_text),
@@ -359,7 +368,8 @@ def expand(
 
     ``batch_of`` maps workload -> per-replica batch. With ``latency_batch1`` each workload,
     device and precision also gets a batch-1 inference case (real-time latency). XLA is a
-    TensorFlow axis: JAX cases always compile (``xla`` True), once. Model parallelism exists
+    TensorFlow axis and ``torch.compile`` torch's (``xla`` True: compiled): JAX cases always
+    compile (``xla`` True), once. Model parallelism exists
     only over several devices (on one device it is the data-parallel case). Serve cases get
     their workload's SLO from ``slo_of`` (the batcher's max batch is the per-replica batch).
     """
@@ -376,7 +386,7 @@ def expand(
                         if par == "model" and dev.count < 2:
                             continue
                         for p in precisions:
-                            for x in xla if be == "tensorflow" else (True,):
+                            for x in xla if be != "jax" else (True,):
                                 for b in batches:
                                     slo = (slo_of or {})[w] if mode == "serve" else None
                                     out.append(

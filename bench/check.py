@@ -45,9 +45,12 @@ class Row:
     detail: str
 
 
+NAMES = {"jax": "JAX", "torch": "torch", "tensorflow": "TensorFlow"}
+
+
 def backend_of(machine: Machine) -> str:
-    """The backend the check runs on: TensorFlow where it is installed, else JAX."""
-    return "tensorflow" if machine.tf else "jax"
+    """The backend the check runs on first: TensorFlow where it is installed, else JAX, else torch."""
+    return "tensorflow" if machine.tf else "jax" if machine.jax else "torch"
 
 
 def _case(kind: str, count: int, precision: str, xla: bool, virtual: bool = False, backend: str = "tensorflow") -> Case:
@@ -55,9 +58,15 @@ def _case(kind: str, count: int, precision: str, xla: bool, virtual: bool = Fals
 
 
 def paths(machine: Machine) -> list[tuple[str, Case]]:
-    """Every path worth checking on any machine, named for people; the planner says which run."""
+    """Every path worth checking on any machine, named for people; the planner says which run.
+
+    The first backend's (TensorFlow, else JAX), then torch's where torch is installed.
+    """
+    extra = torch_paths(machine) if machine.torch else []
+    if backend_of(machine) == "torch":
+        return extra
     if backend_of(machine) == "jax":
-        return jax_paths(machine)
+        return jax_paths(machine) + extra
     n = machine.tf_gpu_count
     out = [(f"cpu {p}", _case("cpu", 1, p, False)) for p in ("fp32", "mixed_bfloat16")]
     out += [
@@ -73,7 +82,7 @@ def paths(machine: Machine) -> list[tuple[str, Case]]:
         (f"gpu{k} all GPUs, XLA + loss scaling", _case("gpu", k, "mixed_float16", True)),
         ("gpu2-virtual split", _case("gpu", 2, "fp32", False, True)),
     ]
-    return out
+    return out + extra
 
 
 def jax_paths(machine: Machine) -> list[tuple[str, Case]]:
@@ -90,6 +99,29 @@ def jax_paths(machine: Machine) -> list[tuple[str, Case]]:
     out += [
         (f"gpu{k} all GPUs, data parallel (JAX)", case("gpu", k, "fp32")),
         (f"gpu{k} all GPUs, loss scaling (JAX)", case("gpu", k, "mixed_float16")),
+    ]
+    return out
+
+
+def torch_paths(machine: Machine) -> list[tuple[str, Case]]:
+    """The torch paths: Keras on torch eager and compiled, DDP over gloo and NCCL, the TF32 switches; native torch."""
+    n = machine.gpu_count("torch")
+
+    def case(
+        kind: str, count: int, precision: str, compiled: bool = False, virtual: bool = False, be: str = "torch"
+    ) -> Case:
+        return _case(kind, count, precision, compiled, virtual, be)
+
+    out = [(f"cpu {p} (Keras on torch)", case("cpu", 1, p)) for p in ("fp32", "mixed_bfloat16")]
+    out += [
+        ("cpu torch.compile (Keras on torch)", case("cpu", 1, "fp32", True)),
+        ("cpu2-virtual DDP over gloo (Keras on torch)", case("cpu", 2, "fp32", virtual=True)),
+        ("cpu fp32 (native torch)", case("cpu", 1, "fp32", be="torch-native")),
+    ]
+    out += [(f"gpu1 {p} (Keras on torch)", case("gpu", 1, p)) for p in PRECISIONS]
+    out += [
+        ("gpu1 torch.compile mixed_bfloat16 (native torch)", case("gpu", 1, "mixed_bfloat16", True, be="torch-native")),
+        (f"gpu{max(n, 2)} all GPUs, DDP over NCCL (Keras on torch)", case("gpu", max(n, 2), "fp32")),
     ]
     return out
 
@@ -229,8 +261,10 @@ def check(
     rows = run_paths(machine, results_dir, progress)
     if reference_dir is not None:
         rows += run_reference(machine, reference_dir, progress)
-    if not machine.tf:  # a JAX-only install: said, not failed
-        rows.insert(0, Row("TensorFlow", "not available", "not installed; the paths below ran on JAX"))
+    if not machine.tf:  # a JAX-only or torch-only install: said, not failed
+        rows.insert(
+            0, Row("TensorFlow", "not available", f"not installed; the paths below ran on {NAMES[backend_of(machine)]}")
+        )
     be = backend_of(machine)
     if not machine.gpu_count(be):
         rows.append(Row(f"NVML {WINDOW_S:.0f} s window under load", "not available", machine.no_gpu_reason(be)))
@@ -246,12 +280,15 @@ def check(
 
 
 def main() -> int:
-    """The load: ``python -m bench.check SECONDS`` runs fp32 matmuls on GPU:0 (TensorFlow, else JAX)."""
+    """The load: ``python -m bench.check SECONDS`` runs fp32 matmuls on GPU:0 (TensorFlow, else JAX, else torch)."""
     seconds = float(sys.argv[1])
     try:
         import tensorflow as tf
-    except ImportError:  # a JAX-only install
-        import jax
+    except ImportError:  # a JAX-only or torch-only install
+        try:
+            import jax
+        except ImportError:
+            return _torch_load(seconds)
 
         x = jax.device_put(jax.random.normal(jax.random.PRNGKey(0), (8192, 8192)), jax.devices("gpu")[0])
         mm = jax.jit(lambda a: a @ a)
@@ -269,6 +306,19 @@ def main() -> int:
             for _ in range(10):
                 c = tf.matmul(a, b)
             float(c[0, 0])  # one sync per 10 matmuls
+    return 0
+
+
+def _torch_load(seconds: float) -> int:
+    import torch
+
+    a = torch.randn(8192, 8192, device="cuda")
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for _ in range(10):
+            c = a @ a
+        torch.cuda.synchronize()  # one sync per 10 matmuls
+    del c
     return 0
 
 

@@ -10,6 +10,10 @@ from pathlib import Path
 from typing import NoReturn
 
 from bench import __version__, maxbatch, merge, sweep
+from bench.argtypes import comma_list as _list
+from bench.argtypes import nonneg_int as _nonneg_int
+from bench.argtypes import positive_int as _positive_int
+from bench.argtypes import tenants as _tenants
 from bench.errors import UserError
 
 
@@ -18,40 +22,10 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"{message} (see '{self.prog} --help')")
 
 
-def _list(text: str) -> tuple[str, ...]:
-    return tuple(t.strip() for t in text.split(",") if t.strip())
-
-
-def _tenants(text: str) -> tuple[tuple[int, ...], bool]:
-    from bench import tenants
-
-    try:
-        return tenants.parse(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
 STALL_HELP = (
     "kill a worker that reports no progress for S seconds; its case is recorded as timeout "
     "(default: the profile's compile allowance + 3 x case budget)"
 )
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
 
 
 def parser() -> argparse.ArgumentParser:
@@ -86,11 +60,16 @@ def parser() -> argparse.ArgumentParser:
     )
     precisions = "auto (default: all four) or a comma list of fp32, tf32, mixed_float16, mixed_bfloat16"
     r.add_argument("--precisions", type=_list, default=("auto",), help=precisions)
-    r.add_argument("--xla", default="off", help="off (default) | on | both (TensorFlow; JAX always compiles)")
+    r.add_argument(
+        "--xla",
+        default="off",
+        help="off (default) | on | both: TensorFlow's XLA, torch's torch.compile (JAX always compiles)",
+    )
     r.add_argument(
         "--backend",
         default="tensorflow",
-        help="Keras backend: tensorflow (default) | jax | all (each one installed; pip install 'accelbench[jax]')",
+        help="tensorflow (default) | jax | torch (Keras on torch) | torch-native | a comma list | all (each installed; "
+        "pip install 'accelbench[jax]' / '[torch]')",
     )
     r.add_argument(
         "--parallelism",
@@ -311,8 +290,7 @@ def cmd_devices(a: argparse.Namespace) -> int:
 
     if a.reference and not a.check:
         raise UserError("--reference runs with --check: accelbench devices --check --reference")
-    # TensorFlow's view where it is installed; a JAX-only install (no TensorFlow) is described by JAX's
-    found = ("tensorflow",) if backends.installed("tensorflow") else backends.resolve("all")
+    found = backends.described()
     machine = devices.discover(check="tensorflow" in found, backends=found)
     if not a.check:
         if a.json:
@@ -337,8 +315,8 @@ def cmd_devices(a: argparse.Namespace) -> int:
     else:
         print(describe(machine) + "\n")
         print(tabulate([[r.path, r.result, r.detail[:160]] for r in rows], headers=["path", "result", "detail"]))
-        if not machine.tf_gpu_count:
-            print(f"\nno GPU path could be checked: {machine.no_gpu_reason()}")
+        if not machine.gpu_count(be := found[0]):
+            print(f"\nno GPU path could be checked: {machine.no_gpu_reason(be)}")
         if failed:
             keep = "" if a.results_dir else " (rerun with --results-dir DIR to keep worker logs)"
             print(f"\nFAILED: {', '.join(failed)}{keep}", file=sys.stderr)

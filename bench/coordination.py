@@ -11,6 +11,7 @@ failed case, leave at once: the other nodes are inside its collectives).
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -25,6 +26,7 @@ class Solo:
     """A worker that runs alone (one process, one node)."""
 
     rank: int | None = None
+    lockstep = False  # whether other processes run the same steps (then no one stops on its own look)
 
     def join(
         self, be: Any, plan: WorkerPlan, heartbeat: Callable[[str], None], fatal: Callable[[str], None]
@@ -72,6 +74,8 @@ class Solo:
 
 class ClusterCoordinator(Solo):
     """A worker of a multi-node run (MultiWorkerMirroredStrategy from TF_CONFIG)."""
+
+    lockstep = True
 
     def __init__(self, cluster: Mapping[str, Any]):
         self.cluster = cluster
@@ -155,6 +159,72 @@ class ClusterCoordinator(Solo):
             self.mw.barrier(self.strategy)
 
 
+class DDPCoordinator(Solo):
+    """A rank of a torch case on several devices (:mod:`bench.torch_ddp`): every rank steps together."""
+
+    lockstep = True
+
+    def __init__(self) -> None:
+        from bench import torch_ddp
+
+        self.ddp = torch_ddp
+        self.rank = int(os.environ.get(torch_ddp.RANK_VAR, "0"))
+
+    def join(
+        self, be: Any, plan: WorkerPlan, heartbeat: Callable[[str], None], fatal: Callable[[str], None]
+    ) -> set[str]:
+        """The group was joined when the backend started (every rank reads the same plan)."""
+        return set()
+
+    def setup_failed(self, message: str, fatal: Callable[[str], None]) -> None:
+        """The other ranks cannot go on without this one."""
+        fatal(f"rank {self.rank}: {message}")
+
+    def calibrate(self, step_and_sync: Callable[[], None], timing: Timing) -> float:
+        """A step count every rank shares, then the slowest rank's step time."""
+        t0 = time.perf_counter()
+        for _ in range(CALIBRATION_STEPS):
+            step_and_sync()
+        group = self.ddp.current()
+        mine = (time.perf_counter() - t0) / CALIBRATION_STEPS
+        return group.agree_max(mine) if group else mine
+
+    def round_barrier(self, mode: str) -> Callable[[], None] | None:
+        """Inference has no collective of its own: a barrier closes each round on every rank."""
+        group = self.ddp.current()
+        return group.barrier if group and mode == "infer" else None
+
+    def latency_budget_s(self, timing: Timing) -> float:
+        """A fixed count (every rank leaves together)."""
+        return float("inf")
+
+    def gather(self, out: Mapping[str, Any], samples: int) -> dict:
+        """The group's size and this record's rank (rank 0 records)."""
+        group = self.ddp.current()
+        return {"ddp_rank": self.rank, "ddp_world": group.world if group else 1}
+
+    def peer_failed(self, e: BaseException) -> bool:
+        """Another rank died or hung: its collectives fail here (gloo, NCCL, or the group's timeout)."""
+        text = str(e).lower()
+        return self.ddp.current() is not None and any(w in text for w in ("gloo", "nccl", "connection", "timed out"))
+
+    def leave_after_failure(self) -> bool:
+        """The other ranks are inside the failed case's collectives."""
+        return True
+
+    def close(self, heartbeat: Callable[[str], None]) -> None:
+        """A last barrier, then leave the group."""
+        group = self.ddp.current()
+        if group:
+            heartbeat("final barrier")
+            group.barrier()
+            group.close()
+
+
 def coordinator(plan: WorkerPlan) -> Solo:
     """The coordinator a plan asks for."""
-    return ClusterCoordinator(plan.cluster) if plan.cluster else Solo()
+    if plan.cluster:
+        return ClusterCoordinator(plan.cluster)
+    if plan.backend in ("torch", "torch-native") and plan.device.count > 1:
+        return DDPCoordinator()
+    return Solo()

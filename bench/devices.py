@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 
 from bench.capability import CPU_FLAGS_OF_INTEREST
+from bench.cases import TORCH_BACKENDS
 from bench.errors import UserError
 from bench.telemetry import gpus as nvml
 from bench.telemetry.host import Rapl
@@ -75,6 +76,7 @@ class Machine:
     nvml: nvml.Discovery
     tf: dict = field(default_factory=dict)
     jax: dict = field(default_factory=dict)  # bench.jaxprobe's answer; empty where JAX was not asked for
+    torch: dict = field(default_factory=dict)  # bench.torchprobe's (both torch backends); empty where not asked for
 
     @property
     def tf_gpu_count(self) -> int:
@@ -82,7 +84,7 @@ class Machine:
         return self.gpu_count("tensorflow")
 
     def _view(self, backend: str) -> dict:
-        return self.jax if backend == "jax" else self.tf
+        return self.jax if backend == "jax" else self.torch if backend in TORCH_BACKENDS else self.tf
 
     def gpu_count(self, backend: str = "tensorflow") -> int:
         """GPUs ``backend`` sees."""
@@ -141,6 +143,13 @@ class Machine:
     def no_gpu_reason(self, backend: str = "tensorflow") -> str:
         """One line: why ``backend`` has no GPU here."""
         seen = len(self.nvml.gpus)
+        if backend in TORCH_BACKENDS:
+            if self.gpu_count(backend):
+                return ""
+            why = self.torch.get("gpu_reason") or "torch not probed"
+            if seen:
+                return f"NVML sees {seen} GPU(s) but torch found none ({why}); install a CUDA build of torch"
+            return f"no NVIDIA GPU visible to torch ({why})"
         if backend == "jax":
             if self.gpu_count("jax"):
                 return ""
@@ -198,6 +207,17 @@ class Machine:
                 if self.jax
                 else {}
             ),
+            **(
+                {
+                    "torch": self.torch.get("torch"),
+                    "torch_cuda_build": self.torch.get("cuda_build"),
+                    "torch_keras": self.torch.get("keras"),
+                    "torch_gpus": self.torch.get("gpus", []),
+                    "torch_no_gpu_reason": self.no_gpu_reason("torch"),
+                }
+                if self.torch
+                else {}
+            ),
         }
 
 
@@ -225,6 +245,11 @@ def jax_probe(timeout_s: float = 300.0) -> dict:
     return _child_probe("bench.jaxprobe", "JAX", [], timeout_s)
 
 
+def torch_probe(timeout_s: float = 300.0) -> dict:
+    """Ask a child Python process what torch sees (versions, CUDA build, GPUs)."""
+    return _child_probe("bench.torchprobe", "torch", [], timeout_s)
+
+
 def discover(check: bool = False, backends: tuple[str, ...] = ("tensorflow",)) -> Machine:
     """CPU, NVML and each backend's view, without initialising a framework in this process."""
     return Machine(
@@ -232,4 +257,5 @@ def discover(check: bool = False, backends: tuple[str, ...] = ("tensorflow",)) -
         nvml=nvml.discover(),
         tf=tf_probe(check) if "tensorflow" in backends else {},
         jax=jax_probe() if "jax" in backends else {},
+        torch=torch_probe() if set(TORCH_BACKENDS) & set(backends) else {},
     )

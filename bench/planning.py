@@ -7,12 +7,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench import capability, compile_cache, serve, sweep, tenants
+from bench.backends import names as backend_names
 from bench.capability import Support
 from bench.cases import (
     BACKENDS,
     MODES,
     PARALLELISMS,
     PRECISIONS,
+    TORCH_BACKENDS,
     XLA_CHOICES,
     Case,
     DeviceConfig,
@@ -99,8 +101,7 @@ class RunOptions:
             raise UserError(f"--stall-timeout must be a positive number of seconds; got {self.stall_timeout_s}")
         if self.shard:
             parse_shard(self.shard)
-        if self.backend not in (*BACKENDS, "all"):
-            raise UserError(f"--backend must be one of {', '.join(BACKENDS)}, all; got {self.backend!r}")
+        backend_names(self.backend)  # a name it does not know: one line
         if self.parallelism not in (*PARALLELISMS, "both"):
             raise UserError(f"--parallelism must be one of {', '.join(PARALLELISMS)}, both; got {self.parallelism!r}")
         if self.nodes > 1 and self.backend != "tensorflow":
@@ -189,8 +190,9 @@ def _counts(n: int) -> list[int]:
 def backends(opts: RunOptions, machine: Machine) -> tuple[str, ...]:
     """The run's backends: ``--backend``, or with ``all`` each one the machine was probed for (installed)."""
     if opts.backend != "all":
-        return (opts.backend,)
+        return backend_names(opts.backend)
     probed = {"tensorflow": bool(machine.tf), "jax": bool(machine.jax)}
+    probed.update({b: bool(machine.torch) for b in TORCH_BACKENDS})
     return tuple(b for b in BACKENDS if probed[b]) or ("tensorflow",)
 
 
@@ -240,7 +242,7 @@ def support(case: Case, machine: Machine) -> Support:
         machine.gpu_count(be),
         case.virtual,
         machine.no_gpu_reason(be),
-        who="JAX" if be == "jax" else "TensorFlow",
+        who={"jax": "JAX", "tensorflow": "TensorFlow"}.get(be, "torch"),
     )
     if not dev.supported:
         return dev
@@ -254,7 +256,7 @@ def support(case: Case, machine: Machine) -> Support:
         return alone if not alone.supported else tenants.support(case, machine)
     if case.mode == "serve" and (case.device_count > 1 or case.virtual or case.nodes > 1):
         return capability.SERVE_ONE_DEVICE
-    if be == "jax":  # no XLA axis (always compiled), no virtual GPUs (refused above)
+    if be == "jax" or be in TORCH_BACKENDS:  # JAX always compiles, torch.compile runs anywhere; no virtual GPUs
         return _precision(case, machine)
     x = capability.xla_support(case.device_kind, case.device_count, case.virtual, case.mode)
     if case.xla and not x.supported:

@@ -266,7 +266,7 @@ class Run:
         device, backend = key[0], key[3]
         gpu = (
             self.machine.jax_gpu_plan(device.kind, device.count)
-            if backend == "jax"
+            if backend != "tensorflow"  # JAX and torch name their GPUs by NVML UUID
             else self.machine.gpu_plan(device.kind, device.count, device.virtual)
         )
         return WorkerPlan(

@@ -56,7 +56,7 @@ def mps_running(env: Mapping[str, str] | None = None) -> bool:
 
 def case_gpu(case: Case, machine: Machine) -> GPUInfo | None:
     """NVML's record of the one GPU a tenant case runs on (None: not known)."""
-    if case.backend == "jax":
+    if case.backend != "tensorflow":
         buses = machine.jax_gpu_plan("gpu", 1)["pci_bus_ids"]
     else:
         buses = machine.gpu_plan("gpu", 1, False)["pci_bus_ids"]

@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import protocol, stopping, storage
+from bench import backends, protocol, stopping, storage
 from bench.cases import Case
 from bench.coordination import coordinator
 from bench.precision import PrecisionSpec
@@ -60,7 +60,7 @@ class WorkerSession(ServeSteps):
         self.setup_error: str | None = None
         self.coord = coordinator(plan)  # alone, or one node of a cluster
         self.backend = plan.backend
-        self.heartbeat(None, f"starting {'JAX' if self.backend == 'jax' else 'TensorFlow'}")
+        self.heartbeat(None, f"starting {backends.NAMES.get(self.backend, self.backend)}")
         try:
             self._setup()
         except Exception as e:  # every case of this worker fails with the reason, none is lost
@@ -70,18 +70,11 @@ class WorkerSession(ServeSteps):
     def _setup(self) -> None:
         from bench import loop, telemetry
         from bench.backends.base import Backend
+        from bench.backends.factory import make
 
         self.loop, self.telemetry = loop, telemetry
         gpu = dict(self.plan.gpu)
-        self.be: Backend
-        if self.backend == "jax":  # never imports TensorFlow
-            from bench.backends.jax_backend import JaxBackend
-
-            self.be = JaxBackend(self.device, gpu)
-        else:
-            from bench.backends.tf_backend import TFBackend
-
-            self.be = TFBackend(self.device, gpu, cluster=self.plan.cluster is not None)
+        self.be: Backend = make(self.backend, self.device, gpu, cluster=self.plan.cluster is not None)
         self.skip = self.coord.join(self.be, self.plan, lambda phase: self.heartbeat(None, phase), self.fatal)
         self.names = self.be.names
         self.host = telemetry.HostMonitor()
@@ -219,7 +212,9 @@ class WorkerSession(ServeSteps):
         timed = self._timed(case, built, benchmark)
         stopper = None if timed.stamps else self._stopper
         stop: dict[str, Any] = (
-            stopper.record() if stopper else {"stop_reason": "fixed rounds (cluster)" if self.plan.cluster else None}
+            stopper.record()
+            if stopper
+            else {"stop_reason": "fixed rounds (ranks in step)" if self.coord.lockstep else None}
         )
         out.update(self.loop.summarize(case, timed.round_times_s, timed.k, stop.get("ci_rank")), **stop)
         self._round_times = timed.round_times_s
@@ -290,7 +285,7 @@ class WorkerSession(ServeSteps):
         be = self.be
         self.heartbeat(case.id, "warm-up")
         # a cluster's ranks step together: each runs the count, whatever its own clock says
-        bound = math.inf if self.plan.cluster else self.timing.warmup_s
+        bound = math.inf if self.coord.lockstep else self.timing.warmup_s
         n = self.loop.warm_up(built.step, be.sync, self.timing.warmup_steps, bound)
         # the compile-time peak (autotune scratch, XLA's compiler) is its own figure; the
         # steady-state peak is measured from here on. Without a reset (JAX) both would be one
@@ -320,10 +315,10 @@ class WorkerSession(ServeSteps):
             self.gpus, self.host, interval_s=self.plan.sampler_interval_s, threaded=self.plan.sampler
         )
         done = [0]
-        # a cluster's ranks must run the same rounds: no rank may stop on its own look
+        # a cluster's ranks (or a DDP group's) must run the same rounds: no rank may stop on its own look
         self._stopper = (
             None
-            if self.plan.cluster
+            if self.coord.lockstep
             else stopping.Stopper(schedule, timing.ci_target[case.device_kind], timing.schedule.cap)
         )
 
@@ -415,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     plan, spool = argv[0], argv[1]
+    os.environ["ACCELBENCH_WORKER_PLAN"] = os.path.abspath(plan)  # a DDP rank 0 starts its other ranks with it
     # pytest-benchmark turns itself off when it believes it runs in a pytest-xdist worker (the
     # variable is inherited when accelbench is started from one, e.g. the project's own tests)
     for k in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:

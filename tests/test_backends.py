@@ -104,8 +104,23 @@ def test_resolve_names_the_missing_install(monkeypatch):
     assert backends.resolve("all") == ("tensorflow",)
     with pytest.raises(UserError, match=r"jax is not installed \(pip install 'accelbench\[jax\]'\)"):
         backends.resolve("jax")
-    with pytest.raises(UserError, match="--backend must be one of"):
-        backends.resolve("torch")
+    with pytest.raises(UserError, match=r"torch-native: torch is not installed \(pip install 'accelbench\[torch\]'\)"):
+        backends.resolve("tensorflow,torch-native")
+    with pytest.raises(UserError, match="--backend takes tensorflow, jax, torch, torch-native, a comma list"):
+        backends.resolve("pytorch")
+    assert backends.names("torch-native, jax") == ("jax", "torch-native")  # the suite's order, whatever was typed
+
+
+def test_torch_workers_see_only_their_devices_and_keras_runs_on_torch():
+    cpu = backends.worker_env("torch-native", DeviceConfig("cpu", 2, True), {"uuids": ["GPU-a"]})
+    assert cpu == {
+        "KERAS_BACKEND": "torch",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "CUDA_VISIBLE_DEVICES": "",
+        "KERAS_TORCH_DEVICE": "cpu",
+    }
+    gpu = backends.worker_env("torch", DeviceConfig("gpu", 2), {"uuids": ["GPU-a", "GPU-b", "GPU-c"]})
+    assert gpu["CUDA_VISIBLE_DEVICES"] == "GPU-a,GPU-b" and gpu["KERAS_BACKEND"] == "torch"
 
 
 def test_worker_environment_per_backend():

@@ -14,7 +14,7 @@ from bench.devices import cpu_info
 pytest.importorskip("jax")
 pytestmark = pytest.mark.slow
 
-# what a JAX-only install looks like to Python: no module named 'tensorflow' (this process and
+# what a JAX-only install looks like to Python: no module named 'tensorflow' nor 'torch' (this process and
 # every child it starts, as the worker processes are)
 HIDE_TF = """
 import sys
@@ -22,7 +22,7 @@ import sys
 
 class _NoTensorFlow:
     def find_spec(self, name, path=None, target=None):
-        if name == "tensorflow" or name.startswith("tensorflow."):
+        if name.split(".")[0] in ("tensorflow", "torch"):  # torch too: its paths are test_torch.py's
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
 

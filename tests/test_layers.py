@@ -39,6 +39,7 @@ FLOORS = {
     "bench.crossover": 0,
     "bench.batchsearch": 0,
     "bench.tfprobe": 0,
+    "bench.torchprobe": 0,
     "bench.suite": 0,
     "bench": 0,  # the package itself (its version)
     # 1: the results format, the worker contract, telemetry, the machine and the plan
@@ -51,6 +52,7 @@ FLOORS = {
     "bench.devices": 1,
     "bench.planning": 1,
     "bench.sweep": 1,
+    "bench.argtypes": 1,
     "bench.compile_cache": 1,
     "bench.tenants": 1,
     "bench.provenance": 1,
@@ -63,6 +65,10 @@ FLOORS = {
     "bench.backends.base": 2,
     "bench.backends.tf_backend": 2,
     "bench.backends.jax_backend": 2,
+    "bench.backends.torch_backend": 2,
+    "bench.backends.factory": 2,
+    "bench.backends.torch_native": 2,
+    "bench.torch_ddp": 2,
     "bench.steps": 2,
     "bench.worker_serve": 2,
     "bench.measure": 2,

@@ -1,9 +1,11 @@
 """Keras backends as the harness sees them: which are installed, and each worker's environment.
 
 Pure (imports no framework): the parent plans and starts workers with these. Each worker
-imports one backend module: :mod:`bench.backends.tf_backend` (TensorFlow, ``tf.distribute``) or
-:mod:`bench.backends.jax_backend` (JAX, ``keras.distribution``), which share one surface
-(:class:`bench.backends.base.Backend`) so :mod:`bench.worker` measures both the same way.
+imports one backend module (:func:`make`): :mod:`bench.backends.tf_backend` (TensorFlow,
+``tf.distribute``), :mod:`bench.backends.jax_backend` (JAX, ``keras.distribution``),
+:mod:`bench.backends.torch_backend` (Keras on torch) or :mod:`bench.backends.torch_native` (the
+same models in plain PyTorch, the reference a PyTorch user trusts), which share one surface
+(:class:`bench.backends.base.Backend`) so :mod:`bench.worker` measures them the same way.
 """
 
 from __future__ import annotations
@@ -12,12 +14,18 @@ import importlib.util
 import os
 from collections.abc import Mapping
 
-from bench.cases import BACKENDS, DeviceConfig
+from bench.cases import BACKENDS, TORCH_BACKENDS, DeviceConfig
 from bench.errors import UserError
 
 # what pip installs for each backend (the module a worker imports)
-MODULE = {"tensorflow": "tensorflow", "jax": "jax"}
-INSTALL_HINT = {"tensorflow": "pip install accelbench", "jax": "pip install 'accelbench[jax]'"}
+MODULE = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch", "torch-native": "torch"}
+INSTALL_HINT = {
+    "tensorflow": "pip install accelbench",
+    "jax": "pip install 'accelbench[jax]'",
+    "torch": "pip install 'accelbench[torch]'",
+    "torch-native": "pip install 'accelbench[torch]'",
+}
+NAMES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "Keras on torch", "torch-native": "native PyTorch"}
 
 
 def installed(backend: str) -> bool:
@@ -29,17 +37,34 @@ def installed(backend: str) -> bool:
 
 
 def resolve(choice: str) -> tuple[str, ...]:
-    """``--backend``: one backend (it must be installed), or ``all`` = each installed one."""
+    """``--backend``: one backend or a comma list (each must be installed), or ``all`` = each installed one."""
     if choice == "all":
         found = tuple(b for b in BACKENDS if installed(b))
         if not found:
-            raise UserError("--backend all: neither TensorFlow nor JAX is installed (pip install accelbench)")
+            raise UserError("--backend all: none of TensorFlow, JAX, torch is installed (pip install accelbench)")
         return found
-    if choice not in BACKENDS:
-        raise UserError(f"--backend must be one of {', '.join(BACKENDS)}, all; got {choice!r}")
-    if not installed(choice):
-        raise UserError(f"--backend {choice}: {MODULE[choice]} is not installed ({INSTALL_HINT[choice]})")
-    return (choice,)
+    chosen = names(choice)
+    for b in chosen:
+        if not installed(b):
+            raise UserError(f"--backend {b}: {MODULE[b]} is not installed ({INSTALL_HINT[b]})")
+    return chosen
+
+
+def described() -> tuple[str, ...]:
+    """The backends ``accelbench devices`` asks: TensorFlow where installed, else JAX (else torch); torch beside."""
+    found = ("tensorflow",) if installed("tensorflow") else resolve("all")[:1]
+    return found + (("torch",) if installed("torch") and "torch" not in found else ())
+
+
+def names(choice: str) -> tuple[str, ...]:
+    """``--backend`` as backends in the suite's order (``all`` kept as it is); one line for an unknown name."""
+    if choice == "all":
+        return ("all",)
+    chosen = tuple(b.strip() for b in choice.split(","))
+    for b in chosen:
+        if b not in BACKENDS:
+            raise UserError(f"--backend takes {', '.join(BACKENDS)}, a comma list of them, or all; got {b!r}")
+    return tuple(b for b in BACKENDS if b in chosen)
 
 
 JAX_MEM_FRACTION = "0.95"  # of each GPU's memory a JAX worker may pool (XLA's default cap is 0.75)
@@ -60,7 +85,14 @@ def worker_env(
     workers get a memory fraction of 0.95 unless ``user_env`` (default: this process's) sets
     either spelling of it, which is left alone (jaxlib refuses both).
     """
-    env = {"KERAS_BACKEND": backend, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    env = {"KERAS_BACKEND": "torch" if backend in TORCH_BACKENDS else backend, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    if backend in TORCH_BACKENDS:  # a CPU case never initialises CUDA; a GPU case sees exactly its GPUs
+        uuids = list((gpu_plan or {}).get("uuids") or [])
+        if device.kind == "cpu":
+            env.update(CUDA_VISIBLE_DEVICES="", KERAS_TORCH_DEVICE="cpu")
+        elif uuids:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids[: device.count])
+        return env
     if backend != "jax":
         return env
     env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"

@@ -19,12 +19,17 @@ def describe(m: Machine) -> str:
         f"TensorFlow {m.tf.get('tensorflow')} / Keras {m.tf.get('keras')}, built with CUDA: {m.tf.get('built_with_cuda')}"
         + (f" (CUDA {m.tf.get('cuda_build')}, cuDNN {m.tf.get('cudnn_build')})" if m.tf.get("cuda_build") else "")
         if m.tf
-        else "TensorFlow: not installed (a JAX-only install: runs and checks use JAX; pip install accelbench adds it)",
+        else "TensorFlow: not installed (runs and checks use the backends below; pip install accelbench adds it)",
     ]
     if m.jax:
         lines.append(
             f"JAX {m.jax.get('jax')} / jaxlib {m.jax.get('jaxlib')}: {m.gpu_count('jax')} GPU(s)"
             + ("" if m.gpu_count("jax") else f" ({m.no_gpu_reason('jax')})")
+        )
+    if m.torch:
+        lines.append(
+            f"torch {m.torch.get('torch')} (CUDA build: {m.torch.get('cuda_build') or 'none'}), Keras {m.torch.get('keras')}: "
+            f"{m.gpu_count('torch')} GPU(s)" + ("" if m.gpu_count("torch") else f" ({m.no_gpu_reason('torch')})")
         )
     if m.nvml.reason:
         lines.append(f"NVML: unavailable: {m.nvml.reason}")
@@ -77,9 +82,9 @@ def describe(m: Machine) -> str:
             reasons.append(s.reason)
         return f"no ({reasons.index(s.reason) + 1})"
 
-    be = "tensorflow" if m.tf else "jax"
+    be = "tensorflow" if m.tf else "jax" if m.jax else "torch"
     rows = [["cpu"] + [cell(capability.cpu_precision(p, c.flags, be)) for p in PRECISIONS]]
-    for i, g in enumerate((m.tf or m.jax).get("gpus", [])):
+    for i, g in enumerate((m.tf or m.jax or m.torch).get("gpus", [])):
         gcc = (
             (int(g["compute_capability"][0]), int(g["compute_capability"][1])) if g.get("compute_capability") else None
         )

@@ -125,10 +125,27 @@ class HostMonitor:
         """Read CPU times and RAPL (the peak-RSS period starts at ``reset_peak``)."""
         self._t0 = t
         self._rss_max = max(self._rss_max, self.proc.memory_info().rss)
-        ct = self.proc.cpu_times()
-        self._cpu0 = (ct.user, ct.system)
+        self._cpu0 = self._cpu_s()
         self._sys0 = psutil.cpu_times()
         self.rapl.begin()
+
+    def _cpu_s(self) -> tuple[float, float]:
+        """User and system CPU seconds of this process and its live children: the case's own work.
+
+        The children are a DDP group's other ranks and compiler workers, not another process's work.
+        """
+        ct = self.proc.cpu_times()
+        user, system = ct.user, ct.system
+        try:
+            for child in self.proc.children(recursive=True):
+                try:
+                    c = child.cpu_times()
+                    user, system = user + c.user, system + c.system
+                except psutil.Error:  # gone since it was listed
+                    pass
+        except psutil.Error:
+            pass
+        return user, system
 
     def sample(self, t: float) -> None:
         """RSS and RAPL."""
@@ -139,11 +156,11 @@ class HostMonitor:
         """Close the window."""
         self.sample(t)
         duration = t - self._t0
-        ct = self.proc.cpu_times()
+        ct = self._cpu_s()
         ncpu = psutil.cpu_count() or 1
         proc_pct = None
         if duration > 0:
-            used = (ct.user - self._cpu0[0]) + (ct.system - self._cpu0[1])
+            used = (ct[0] - self._cpu0[0]) + (ct[1] - self._cpu0[1])
             proc_pct = 100.0 * used / (duration * ncpu)
         sys1 = psutil.cpu_times()
         sys_pct = None
