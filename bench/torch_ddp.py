@@ -119,8 +119,11 @@ def current() -> Group | None:
     return _GROUP
 
 
-def join(device: DeviceConfig) -> Group | None:
-    """On several devices: start the other ranks (rank 0) and join the process group; None on one device."""
+def join(device: DeviceConfig, command: list[str] | None = None) -> Group | None:
+    """On several devices: start the other ranks (rank 0) and join the process group; None on one device.
+
+    ``command``: what the other ranks run (default: this worker's plan again, ``python -m bench.worker PLAN``).
+    """
     global _GROUP
     if device.count == 1 or device.nodes > 1:
         return None
@@ -134,12 +137,11 @@ def join(device: DeviceConfig) -> Group | None:
     if rank == 0:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(world))
         plan = os.environ.get(PLAN_VAR)
-        if not plan:
+        if command is None and not plan:
             raise RuntimeError(f"a DDP worker needs its plan file in {PLAN_VAR} (bench.worker sets it)")
         for r in range(1, world):
             env = {**os.environ, RANK_VAR: str(r), "RANK": str(r), "LOCAL_RANK": str(r)}
-            env.pop("ACCELBENCH_SPOOL", None)
-            subprocess.Popen([sys.executable, "-m", "bench.worker", plan, ""], env=env)
+            subprocess.Popen(command or [sys.executable, "-m", "bench.worker", str(plan), ""], env=env)
     else:
         _leave_with_parent(os.getppid())
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank))

@@ -116,7 +116,7 @@ def test_report_of_the_cpu_smoke_run(smoke):
     assert "TensorFlow / Keras" in html and "virtual devices: shared silicon" in html
     assert "not measured (unavailable: CPU case" in html
     # the XLA table says what XLA compiled: the whole step on one CPU, forward and backward over two
-    xla = html.split("XLA on vs off", 1)[1].split("</table>", 1)[0]
+    xla = html.split("Compiled vs not: TensorFlow XLA, torch.compile", 1)[1].split("</table>", 1)[0]
     assert "XLA compiled" in xla and "whole step" in xla and "forward+backward" in xla
     md = (d / "reports" / path.stem / "report.md").read_text()
     assert "| mlp        | train" in md

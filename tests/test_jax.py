@@ -121,7 +121,7 @@ def test_a_tensorflow_and_a_jax_run_render_one_report_with_the_backend_compariso
     )
     assert r.returncode == 0, r.stderr[-2000:]
     page = (out / "index.html").read_text()
-    section = page[page.index("Backends: JAX vs TensorFlow - " + json.loads(jax_path.read_text())["run"]["id"]) :]
+    section = page[page.index("Backends side by side - " + json.loads(jax_path.read_text())["run"]["id"]) :]
     section = section[: section.index("Model vs data parallel")]
     assert "mlp-train-cpu-jax-fp32-b64" in section and "mlp-train-cpu-fp32-b64" in section
     assert "mlp-train-cpu-fp32-xla-b64" in section  # the smoke run has TF with XLA too: both pairs shown

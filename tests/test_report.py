@@ -57,7 +57,7 @@ def test_html_has_every_section_charts_and_no_network(gpu8_html):
         "Throughput",
         "Multi-device scaling",
         "Precision gains",
-        "XLA on vs off",
+        "Compiled vs not: TensorFlow XLA, torch.compile",
         "Energy and power",
         "Memory",
         "Compute efficiency",

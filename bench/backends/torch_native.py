@@ -166,7 +166,10 @@ class NativeBackend(TorchBackend):
             case.workload, size, w.input_shape(size), w.num_classes(size), case.per_replica_batch, 17 + rank
         )
         x, y = x.to(self.dev, memory_format=fmt) if cnn else x.to(self.dev), y.to(self.dev)
-        params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        # as Keras' count_params: the weights and BatchNorm's moving statistics (not its step counter)
+        params = sum(p.numel() for p in model.parameters()) + sum(
+            b.numel() for b in model.buffers() if b.is_floating_point()
+        )
         net = self.group.wrap(model, self.dev) if self.group else model
         spec = case.precision_spec
         dtype = getattr(torch, spec.compute_dtype)

@@ -261,9 +261,9 @@ def precision_gains(run: RunData) -> pd.DataFrame:
 
 
 def xla_gains(run: RunData) -> pd.DataFrame:
-    """XLA on against XLA off, where both ran."""
+    """Compiled against not (TensorFlow's XLA, torch's torch.compile), where both ran."""
     t = run.table[(run.table["status"] == "ok") & (run.table["xla"] == True)]  # noqa: E712
-    t = t[t["backend"] == "tensorflow"]  # JAX always compiles: no "off" to compare with
+    t = t[t["backend"] != "jax"]  # JAX always compiles: no "off" to compare with
     out = []
     for _, row in t.iterrows():
         ref = Case.of(row).related(xla=False).id
@@ -291,33 +291,70 @@ def geomean_headline(run: RunData) -> tuple[float | None, str]:
     return None, "no speed-up over CPU fp32 in this run (no CPU fp32 case)"
 
 
-def backend_comparison(run: RunData, pool: dict[str, list[float]] | None = None) -> pd.DataFrame:
-    """JAX against TensorFlow on the same workload, mode, devices, precision and batch: ratio with CI.
+BACKEND_LABEL = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "Keras on torch", "torch-native": "native PyTorch"}
+COMPILED_LABEL = {"tensorflow": "XLA", "torch": "torch.compile", "torch-native": "torch.compile"}
 
-    Each data-parallel JAX case is paired with TensorFlow's case without XLA and with it (JAX
-    always compiles the whole step with XLA; TensorFlow's XLA compiles forward and backward).
-    ``pool``: samples of other results files given beside (a TensorFlow and a JAX run).
+
+def variant(case: Case) -> str:
+    """A backend as the reports name it, with its compile switch: ``TensorFlow XLA``, ``native PyTorch torch.compile``."""
+    label = BACKEND_LABEL.get(case.backend, case.backend)
+    return f"{label} {COMPILED_LABEL[case.backend]}" if case.xla and case.backend in COMPILED_LABEL else label
+
+
+def backend_comparison(run: RunData, pool: dict[str, list[float]] | None = None) -> pd.DataFrame:
+    """Each backend against TensorFlow, and native PyTorch against Keras on torch: ratio with CI.
+
+    Same workload, mode, devices, precision and batch. Each data-parallel JAX or torch case is paired
+    with TensorFlow's case without XLA and with it (JAX compiles the whole step with XLA, TensorFlow's
+    XLA forward and backward); a native PyTorch case also with Keras on torch compiled as it is (what
+    Keras costs on torch). ``pool``: samples of other results files given beside.
     """
     samples = {**(pool or {}), **run.samples}
     t = run.table[(run.table["status"] == "ok") & (run.table["backend"] != "tensorflow")]
     out = []
     for _, row in t[t["parallelism"] == "data"].iterrows():
-        jax_id, tf = str(row["case_id"]), Case.of(row).related(backend="tensorflow")
-        for xla, other in ((False, tf.related(xla=False).id), (True, tf.related(xla=True).id)):
-            a, b = samples.get(jax_id), samples.get(other)
+        case = Case.of(row)
+        tf = case.related(backend="tensorflow")
+        others = [tf.related(xla=False), tf.related(xla=True)]
+        if case.backend == "torch-native":
+            others.append(case.related(backend="torch"))
+        for other in others:
+            a, b = samples.get(case.id), samples.get(other.id)
             if not a or not b:
                 continue
             out.append(
                 {
-                    "case_id": jax_id,
-                    "vs": other,
-                    "tf_xla": xla,
+                    "case_id": case.id,
+                    "vs": other.id,
+                    "tf_xla": other.xla,
+                    "pair": f"{variant(case)} / {variant(other)}",
                     "samples_per_s": float(row["samples_per_s"]),
                     "vs_samples_per_s": float(pd.Series(b).median()),
                     "ratio": stats.ratio_of_medians(a, b),
                 }
             )
-    return pd.DataFrame(out, columns=["case_id", "vs", "tf_xla", "samples_per_s", "vs_samples_per_s", "ratio"])
+    cols = ["case_id", "vs", "tf_xla", "pair", "samples_per_s", "vs_samples_per_s", "ratio"]
+    return pd.DataFrame(out, columns=cols)
+
+
+def backends_side_by_side(run: RunData) -> tuple[list[str], list[tuple[str, dict[str, pd.Series]]]]:
+    """The run's backend variants (in the suite's order) and, per case without its backend, each variant's row.
+
+    Only where two or more variants measured the same case; rows of the results table (median and
+    within-worker CI), ``(key, {variant: row})``.
+    """
+    ok = run.table[(run.table["status"] == "ok") & (run.table["parallelism"] == "data")]
+    by_key: dict[str, dict[str, pd.Series]] = {}
+    order: dict[str, tuple[int, bool]] = {}
+    rank = {b: i for i, b in enumerate(BACKEND_LABEL)}
+    for _, row in ok.iterrows():
+        case = Case.of(row)
+        v = variant(case)
+        by_key.setdefault(case.id_without("backend", "xla"), {})[v] = row
+        order[v] = (rank.get(case.backend, 99), bool(case.xla))
+    rows = [(k, vs) for k, vs in by_key.items() if len(vs) > 1]
+    present = sorted({v for _, vs in rows for v in vs}, key=lambda v: order[v])
+    return present, rows
 
 
 def parallelism_comparison(run: RunData) -> pd.DataFrame:

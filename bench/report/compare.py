@@ -1,4 +1,4 @@
-"""Report sections that set one way of running a case against another: JAX vs TensorFlow, model vs data parallel."""
+"""Report sections that set one way of running a case against another: the backends side by side, model vs data parallel."""
 
 from __future__ import annotations
 
@@ -8,12 +8,16 @@ from bench import stats
 from bench.report import analysis, charts
 from bench.report.analysis import RunData, fmt_ratio
 from bench.report.html import Cell, Para, Svg, Table, num
+from bench.report.numbers import human
 
 BACKENDS_NOTE = (
-    "JAX / TensorFlow = ratio of median throughputs of the same workload, mode, devices, precision and batch, "
-    "bootstrap 95% CI (~ where it includes 1). JAX compiles the whole step (forward, backward, optimizer) "
-    "with XLA; TensorFlow runs its step as a tf.function graph without XLA, or with XLA on the forward and backward "
-    "pass only, so both of its variants are shown where they ran."
+    "Side by side: median samples/s of the same workload, mode, devices, precision and batch on each backend, "
+    "[95% CI within its worker]. Ratios: of median throughputs, bootstrap 95% CI (~ where it includes 1). JAX "
+    "compiles the whole step (forward, backward, optimizer) with XLA; TensorFlow runs its step as a tf.function "
+    "graph without XLA, or with XLA on the forward and backward pass; Keras on torch runs eagerly, or with "
+    "torch.compile over forward and loss (the optimizer eager); native PyTorch is the same model written in "
+    "plain torch (autocast, torch.optim), compiled over model and loss where it says torch.compile. Native "
+    "PyTorch / Keras on torch is what Keras costs on torch."
 )
 PARALLELISM_NOTE = (
     "Model parallel keeps one data-parallel replica (the same global batch as one device) and splits the "
@@ -24,42 +28,57 @@ PARALLELISM_NOTE = (
 
 
 def backends(run: RunData, pool: dict[str, list[float]] | None = None) -> list:
-    """JAX vs TensorFlow per case, with a chart of the ratios."""
+    """Every backend's figure for the same case side by side, then the ratios with their CIs and a chart."""
+    present, side = analysis.backends_side_by_side(run)
     df = analysis.backend_comparison(run, pool)
-    if df.empty:
+    if not side and df.empty:
         return [
             Para(
-                "TensorFlow and JAX did not both measure a case in this run (use --backend all, "
-                "or give a TensorFlow and a JAX results file together).",
+                "No case was measured on two backends in this run (use --backend all, a comma list such as "
+                "--backend jax,torch, or give results files of two backends together).",
                 cls="na",
             )
         ]
+    blocks: list = []
+    if side:
+        rows = [[key] + [_rate(vs.get(v)) for v in present] for key, vs in side]
+        blocks.append(Table(["case", *(f"{v} samples/s" for v in present)], rows))
     rows = [
         [
             r["case_id"],
             r["vs"],
-            Cell("on" if r["tf_xla"] else "off", cls="num"),
+            r["pair"],
             num(r["samples_per_s"]),
             num(r["vs_samples_per_s"]),
             Cell(fmt_ratio(r["ratio"]), cls="num"),
         ]
         for _, r in df.iterrows()
     ]
-    headers = ["JAX case", "TensorFlow case", "TF XLA", "JAX samples/s", "TF samples/s", "JAX / TF [95% CI]"]
+    if rows:
+        blocks.append(Table(["case", "against", "ratio of", "samples/s", "its samples/s", "ratio [95% CI]"], rows))
+    blocks.append(Para(BACKENDS_NOTE, small=True))
     ok = df[df["ratio"].map(lambda r: isinstance(r, stats.Ratio))]
-    blocks: list = [Table(headers, rows), Para(BACKENDS_NOTE, small=True)]
     if not ok.empty:
         svg = charts.bars(
-            [f"{c} vs TF{' xla' if x else ''}" for c, x in zip(ok["case_id"], ok["tf_xla"])],
+            [f"{c} vs {v}" for c, v in zip(ok["case_id"], ok["vs"])],
             [r.value for r in ok["ratio"]],
             [r.ci_low for r in ok["ratio"]],
             [r.ci_high for r in ok["ratio"]],
-            f"JAX / TensorFlow throughput, {run.label}",
+            f"Backend throughput ratios, {run.label}",
             "ratio of median samples/s (1 = equal; 95% CI)",
-            groups=["vs TF with XLA" if x else "vs TF without XLA" for x in ok["tf_xla"]],
+            groups=list(ok["pair"]),
         )
         blocks.append(Svg(svg))
     return blocks
+
+
+def _rate(row: pd.Series | None) -> Cell:
+    """A case's median samples/s with its within-worker CI, or ``-`` where that backend did not measure it."""
+    if row is None:
+        return num(None)
+    lo, hi = row.get("samples_per_s_ci_low"), row.get("samples_per_s_ci_high")
+    ci = f" [{human(lo)}-{human(hi)}]" if lo is not None and hi is not None and not (pd.isna(lo) or pd.isna(hi)) else ""
+    return Cell(f"{human(row['samples_per_s'])}{ci}", cls="num")
 
 
 def parallelism(run: RunData) -> list:

@@ -35,6 +35,8 @@ def machine_line(doc: dict) -> str:
     fw = [f"TensorFlow {ab['tensorflow']}, Keras {ab.get('keras', '?')}"] if ab.get("tensorflow") else []
     if ab.get("jax"):
         fw.append(f"JAX {ab['jax']} (Keras {ab.get('jax_keras', '?')})")
+    if ab.get("torch"):
+        fw.append(f"torch {ab['torch']} (Keras {ab.get('torch_keras', '?')})")
     return (
         f"{mi.get('node', '?')}: {cpu.get('model', '?')} ({cpu.get('logical_cores', '?')} cores), {gtxt}; "
         f"{', '.join(fw) or 'TensorFlow ?'}, driver {ab.get('driver_version') or '-'}"
@@ -120,10 +122,10 @@ def regressions(doc: dict, base: dict, threshold: float) -> list[tuple[str, floa
 
 
 def xla_missing(run: analysis.RunData) -> str:
-    """Why the XLA table is empty: JAX always compiles; TensorFlow ran one setting only."""
-    if not (run.table["backend"] == "tensorflow").any():
+    """Why the compile table is empty: JAX always compiles; TensorFlow or torch ran one setting only."""
+    if not (run.table["backend"] != "jax").any():
         return "JAX always compiles the whole step with XLA: there is no XLA-off case to compare with."
-    return "TensorFlow's XLA on and off did not both run (use --xla both)."
+    return "TensorFlow's XLA (or torch.compile) on and off did not both run (use --xla both)."
 
 
 def run_label(doc: dict) -> str:
@@ -199,11 +201,11 @@ def html_report(
                 else sections.gains(analysis.precision_gains(run), "No mixed-precision or TF32 case was measured."),
             ),
             Section(
-                f"XLA on vs off{sfx}",
+                f"Compiled vs not: TensorFlow XLA, torch.compile{sfx}",
                 sections.gains(analysis.xla_gains(run), xla_missing(run)),
                 level=3,
             ),
-            Section(f"Backends: JAX vs TensorFlow{sfx}", compare.backends(run, pool)),
+            Section(f"Backends side by side{sfx}", compare.backends(run, pool)),
             Section(f"Model vs data parallel{sfx}", compare.parallelism(run), level=3),
             Section(f"Energy and power{sfx}", resources.energy(run)),
             Section(f"Memory{sfx}", resources.memory(run)),
@@ -300,11 +302,11 @@ def markdown_report(
         bc = analysis.backend_comparison(run)
         if not bc.empty:
             out += [
-                "## JAX vs TensorFlow",
+                "## Backends side by side",
                 "",
                 tabulate(
-                    [[md(r["case_id"]), md(r["vs"]), fmt_ratio(r["ratio"])] for _, r in bc.iterrows()],
-                    headers=["JAX case", "TensorFlow case", "JAX / TF"],
+                    [[md(r["case_id"]), md(r["vs"]), md(r["pair"]), fmt_ratio(r["ratio"])] for _, r in bc.iterrows()],
+                    headers=["case", "against", "ratio of", "ratio [95% CI]"],
                     tablefmt="github",
                 ),
                 "",

@@ -167,6 +167,14 @@ MEMORY_SCOPE = {
         "rose above every earlier case of its worker, smallest first; else XLA's estimate of the step, marked)",
         "NVML used MiB: XLA's client pool on demand (no preallocation, capped at the worker's memory fraction)",
     ),
+    **{
+        b: (
+            "device peak MiB, steady state (torch.cuda.max_memory_allocated per rank, summed; reset after compile "
+            "and warm-up; torch keeps no such figure for the CPU)",
+            "NVML used MiB: torch's caching allocator (kept between cases of a worker, emptied after each)",
+        )
+        for b in ("torch", "torch-native")
+    },
 }
 RSS_HEADING = "host peak RSS MiB (the worker's high-water mark: includes what earlier cases of the worker kept)"
 
@@ -337,6 +345,13 @@ def environment(doc: dict) -> Table:
             f"{ab.get('jax')} / {ab.get('jaxlib')} / {ab.get('jax_keras')}" if ab.get("jax") else "-",
         ],
         ["JAX GPU note", ab.get("jax_no_gpu_reason") or "-"],
+        [
+            "torch / its CUDA build / Keras",
+            f"{ab.get('torch')} / {ab.get('torch_cuda_build') or 'CPU only'} / {ab.get('torch_keras')}"
+            if ab.get("torch")
+            else "-",
+        ],
+        ["torch GPU note", ab.get("torch_no_gpu_reason") or "-"],
         ["Python", mi.get("python_version")],
         ["commit", f"{ci.get('id', '-')} {'(dirty)' if ci.get('dirty') else ''}"],
         ["command", "accelbench " + " ".join(run.get("argv", []))],
