@@ -569,3 +569,18 @@ def test_the_serve_chart_names_its_p50_lines_in_the_legend():
     assert "mlp b64 p50" in svg and "mlp b64 p99" in svg
     none = charts.latency_vs_rate({"mlp b64": [(100.0, None, 2.0)]}, 10.0, {"mlp b64": None}, "t")
     assert "mlp b64 p50" not in none  # no legend entry for a line that is not drawn
+
+
+def test_every_backend_of_a_real_run_side_by_side_with_ci_and_the_ratios_against_tensorflow(tmp_path):
+    """issue 27: --backend all on the CPU (TensorFlow, JAX, Keras on torch, native PyTorch; eager and compiled)."""
+    doc = storage.load(DATA / "cpu_backends.json")
+    out = render([doc], tmp_path / "r")
+    page = (out / "index.html").read_text()
+    section = page[page.index("Backends side by side") : page.index("Model vs data parallel")]
+    for head in ("TensorFlow XLA samples/s", "JAX samples/s", "Keras on torch torch.compile samples/s"):
+        assert head in section
+    row = section[section.index("<td>mlp-train-cpu-fp32-b64") :].split("</tr>", 1)[0]
+    assert row.count("[") == 7  # a median with its CI in each of the seven columns
+    assert "native PyTorch / Keras on torch" in section and "Keras on torch / TensorFlow XLA" in section
+    md = (out / "report.md").read_text()
+    assert "## Backends side by side" in md and "mlp-train-cpu-torch-native-fp32-b64" in md

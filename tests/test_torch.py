@@ -5,7 +5,6 @@ the Keras builds by parameter count and by the FLOPs torch's own counter sees.
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -164,61 +163,3 @@ def test_the_csv_holds_the_torch_backends_and_the_report_sets_them_side_by_side(
     (html,) = (out / "reports").glob("*/index.html")
     text = html.read_text()
     assert "native PyTorch" in text and "Keras on torch" in text
-
-
-# -- DDP is data parallelism: two ranks on halves of a batch step as one process on all of it --
-
-PARITY = r"""
-import os, sys, json
-os.environ["KERAS_BACKEND"] = "torch"
-os.environ["KERAS_TORCH_DEVICE"] = "cpu"
-os.environ["CUDA_VISIBLE_DEVICES"] = ""
-import torch, keras
-from workloads import WORKLOADS
-from bench.cases import DeviceConfig
-from bench import torch_ddp
-
-rank = int(os.environ.get(torch_ddp.RANK_VAR, "-1"))
-w = WORKLOADS["mlp"]; size = w.sizes["smoke"]
-keras.utils.set_random_seed(3)
-model = w.build(size)
-x, y = w.make_batch(size, 32, seed=5)
-if rank >= 0:  # one rank of two: its half of the batch, under DDP
-    group = torch_ddp.join(DeviceConfig("cpu", 2, True), command=[sys.executable, sys.argv[0]])
-    x, y = x[16 * group.rank : 16 * (group.rank + 1)], y[16 * group.rank : 16 * (group.rank + 1)]
-    net = group.wrap(model, torch.device("cpu"))
-else:
-    net = model
-opt = keras.optimizers.SGD(0.01, momentum=0.9); opt.build(model.trainable_variables)
-lossf = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-for _ in range(3):
-    loss = lossf(y, net(x, training=True))
-    model.zero_grad(); loss.backward()
-    with torch.no_grad():
-        opt.apply([v.value.grad for v in model.trainable_variables], model.trainable_variables)
-loss = group.mean(loss.detach()) if rank >= 0 else float(loss)  # the halves' mean: the whole batch's loss
-out = {"loss": loss, "weights": [float(v.value.detach().sum()) for v in model.trainable_variables]}
-if rank <= 0:
-    json.dump(out, open(os.environ["PARITY_OUT"] + str(rank), "w"))
-"""
-
-
-@pytest.mark.slow
-def test_ddp_over_gloo_steps_as_one_device_does(tmp_path):
-    script = tmp_path / "parity.py"
-    script.write_text(PARITY)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PARITY_OUT": str(tmp_path / "out")}
-    one = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
-    assert one.returncode == 0, one.stderr[-2000:]
-    # rank 0 starts rank 1 itself (bench.torch_ddp.join), as a worker does: here the "plan" is the script
-    two = subprocess.run(
-        [sys.executable, str(script)],
-        env={**env, "ACCELBENCH_DDP_RANK": "0"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert two.returncode == 0, two.stderr[-2000:]
-    a, b = (json.loads((tmp_path / f"out{r}").read_text()) for r in (-1, 0))
-    assert b["weights"] == pytest.approx(a["weights"], rel=1e-4, abs=1e-4)  # the same weights after 3 steps
-    assert b["loss"] == pytest.approx(a["loss"], rel=1e-5)  # the mean over the ranks is the whole batch's loss

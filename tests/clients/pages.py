@@ -2,7 +2,7 @@
 
 ``build(out)`` writes reports (CPU-only, 8 GPUs with a baseline and prices, hostile names, one A100
 held against published figures, the real default CPU run and H200 runs alone and together) and
-a batch sweep, two sites (a testbed with 12 nights and published night reports; one with 3 nights, the judge
+a batch sweep, a run of every backend, two sites (a testbed with 12 nights and published night reports; one with 3 nights, the judge
 still gathering) under ``out`` and returns the HTML files.
 """
 
@@ -69,6 +69,7 @@ def build(out: Path, results: Path | None = None) -> list[Path]:
     render([storage.load(DATA / "cpu_default_run.json")], out / "report-cpu-default")
     render([storage.load(DATA / "cpu_sweep.json")], out / "report-cpu-sweep")  # a batch sweep: charts, crossovers
     render([make_samples.gpu_shaped_grid()], out / "report-gpu-grid")  # a full grid: the heat map
+    render([storage.load(DATA / "cpu_backends.json")], out / "report-cpu-backends")  # every backend side by side
     h200 = [storage.load(DATA / "h200" / f"{k}.json") for k in ("smoke-cpu-and-gpu1", "standard-gpu1", "tenants-mix")]
     for d in h200:
         render([d], out / f"report-h200-{d['run']['id']}")
