@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import __version__, backends, compile_cache, protocol, records, spread, storage, tenant_run, watchdog
-from bench.cases import Case, DeviceConfig
+from bench.cases import TORCH_BACKENDS, Case, DeviceConfig
 from bench.cluster import Cluster
 from bench.devices import Machine
 from bench.errors import UserError
@@ -43,15 +43,15 @@ GroupKey = tuple[DeviceConfig, bool | None, bool, str, str]
 
 
 def group_key(case: Case) -> GroupKey:
-    """The cases one worker may run: one backend, device config, TF32 on/off on GPUs (None on CPUs), XLA.
+    """The cases one worker may run: one backend, device config, TF32 on/off on GPUs (None on CPUs), TensorFlow's XLA.
 
     JAX cannot reset its memory peak (jax-ml/jax#8096): a JAX GPU worker runs its cases smallest
-    first (:func:`run_order`), and a case whose lifetime peak is not above every earlier one's
-    records XLA's estimate of its step instead, said so (``bench.worker``); a worker start (4-9 s
-    on the H200) per case is what sharing saves.
+    first (:func:`run_order`), and a case whose lifetime peak is not above every earlier one's records
+    XLA's estimate of its step, said so (``bench.worker``); sharing saves a worker start (4-9 s on the H200).
     """
     tf32 = case.precision != "fp32" if case.device_kind == "gpu" else None
-    return case.device, tf32, case.xla, case.backend, ""
+    xla = case.xla and case.backend not in TORCH_BACKENDS  # torch.compile is per function: one worker for both
+    return case.device, tf32, xla, case.backend, ""
 
 
 def run_order(cases: list[Case], profile: str) -> list[Case]:

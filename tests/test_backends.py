@@ -181,6 +181,9 @@ def test_jax_gpu_cases_share_a_worker_per_tf32_setting_and_backends_never_share_
     assert runner.group_key(case("jax", "cpu")) == runner.group_key(case("jax", "cpu", "mixed_bfloat16"))
     assert runner.group_key(case("jax", "cpu")) != runner.group_key(case("tensorflow", "cpu"))
     assert runner.group_label(runner.group_key(case("jax", "cpu"))) == "cpu-jax"
+    eager = Case("mlp", "train", "cpu", 1, False, "fp32", False, 64, backend="torch")
+    assert runner.group_key(eager) == runner.group_key(eager.related(xla=True))  # torch.compile: one worker
+    assert runner.group_key(eager) != runner.group_key(eager.related(backend="torch-native"))
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench import loop, worker
+from bench import coordination, loop, worker
 from bench.backends.base import Backend
 from bench.cases import Case
 from bench.loop import Probe
@@ -75,7 +75,7 @@ def _worker(be: Recorder) -> worker.WorkerSession:
         summarize=lambda case, data, k, rank=None: {"samples_per_s": 50.0}, Probe=Probe, warm_up=loop.warm_up
     )
     w.telemetry = SimpleNamespace(derive=lambda window, samples, idle: {})
-    w.coord = SimpleNamespace(gather=lambda out, samples: {})
+    w.coord = coordination.Solo()  # alone: the real coordinator of a one-process worker
     w._idle_w = lambda: None
     return w
 

@@ -42,7 +42,7 @@ def backends(run: RunData, pool: dict[str, list[float]] | None = None) -> list:
     blocks: list = []
     if side:
         rows = [[key] + [_rate(vs.get(v)) for v in present] for key, vs in side]
-        blocks.append(Table(["case", *(f"{v} samples/s" for v in present)], rows))
+        blocks.append(Table(["case", *(f"{v} samples/s" for v in present)], rows, label="table: backends side by side"))
     rows = [
         [
             r["case_id"],
@@ -55,7 +55,8 @@ def backends(run: RunData, pool: dict[str, list[float]] | None = None) -> list:
         for _, r in df.iterrows()
     ]
     if rows:
-        blocks.append(Table(["case", "against", "ratio of", "samples/s", "its samples/s", "ratio [95% CI]"], rows))
+        heads = ["case", "against", "ratio of", "samples/s", "its samples/s", "ratio [95% CI]"]
+        blocks.append(Table(heads, rows, label="table: backend throughput ratios"))
     blocks.append(Para(BACKENDS_NOTE, small=True))
     ok = df[df["ratio"].map(lambda r: isinstance(r, stats.Ratio))]
     if not ok.empty:

@@ -205,7 +205,8 @@ def memory(run: RunData) -> list:
         )
         if t["backend"].nunique() > 1:
             blocks.append(Para(f"{backend}:", cls="machine"))
-        blocks.append(Table(["case", device, compile_heading, RSS_HEADING, pool], rows))
+        label = f"table: memory of the {backend} cases"  # one region per backend, named apart
+        blocks.append(Table(["case", device, compile_heading, RSS_HEADING, pool], rows, label=label))
     return blocks
 
 

@@ -58,6 +58,23 @@ def test_github_action_benchmark_charts_samples_per_second(node_clients, fresh):
     assert doc["unmeasured"] and all(n == f"bench/suite.py::test_case[{n.split('[', 1)[1]}" for n in names)
 
 
+def test_github_action_benchmark_charts_every_backend_of_a_run_apart(node_clients):
+    """issue 27: TensorFlow, JAX, Keras on torch and native PyTorch, eager and compiled: one series each."""
+    path = Path(__file__).parent.parent / "data" / "cpu_backends.json"
+    out = subprocess.run(
+        ["node", str(node_clients / "gab_extract.cjs"), str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    benches = {b["name"]: b for b in json.loads(out.stdout)}
+    recs = _measured(path)
+    assert benches.keys() == recs.keys()
+    for name, b in benches.items():
+        assert b["unit"] == "iter/sec" and b["value"] == pytest.approx(recs[name]["stats"]["ops"], rel=1e-6)
+    ids = {n.split("[", 1)[1].rstrip("]") for n in benches}
+    assert {"mlp-train-cpu-fp32-xla-b64", "mlp-train-cpu-jax-fp32-b64", "mlp-train-cpu-torch-fp32-compile-b64"} <= ids
+    assert "mlp-train-cpu-torch-native-fp32-b64" in ids
+
+
 def test_bencher_python_pytest_adapter_finds_its_fields(fresh):
     """Bencher's adapter (lib/bencher_adapter/src/adapters/python/pytest.rs) deserialises
     ``machine_info`` and ``commit_info`` (objects), ``benchmarks[].fullname`` and
