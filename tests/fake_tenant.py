@@ -1,20 +1,19 @@
 """Stands in for ``python -m bench.worker PLAN SPOOL`` as one tenant (no TensorFlow), through the real barrier and window.
 
 Its "device" is a step of 5 ms of sleep: tenants sleeping side by side do not interfere (STP
-= N). FAKE_TENANT=serial makes the device serialise them perfectly (a step holds an exclusive
-file lock: STP = 1). FAKE_TENANT=late:I starts tenant I's rounds 0.4 s after the start signal;
+= N). FAKE_TENANT=serial makes the device serialise them perfectly and fairly (time slices of one
+step taken in turn, tenant I in slot I of every N, as a time-sliced GPU does: STP = 1, each tenant
+N times slower; a file lock was unfair enough that a tenant could finish no round in the window). FAKE_TENANT=late:I starts tenant I's rounds 0.4 s after the start signal;
 die:I kills tenant I by SIGKILL in its rounds; oom:I records an out-of-memory case;
 hang:I hangs tenant I before it is ready. The index I counts from 1 and only applies to a group
 of more than one worker (never to the alone baseline). FAKE_TENANT_PIDS names a file each
 tenant appends its pid to.
 """
 
-import fcntl
 import os
 import signal
 import sys
 import time
-from pathlib import Path
 
 from bench import loop, protocol
 from bench.protocol import WorkerPlan
@@ -32,15 +31,15 @@ hit = who and int(who) == me
 if os.environ.get("FAKE_TENANT_PIDS"):
     with open(os.environ["FAKE_TENANT_PIDS"], "a") as f:
         f.write(f"{os.getpid()}\n")
-lock = Path(sys.argv[1]).parent / "device.lock"
+N = int(tenant.get("of", 1))
 
 
 def step() -> None:
-    if mode == "serial":  # one tenant at a time holds the device
-        with open(lock, "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            time.sleep(STEP_S)
-            fcntl.flock(f, fcntl.LOCK_UN)
+    if mode == "serial" and me:  # one tenant at a time holds the device: wait for this tenant's slice
+        slot = int(time.monotonic() / STEP_S)  # CLOCK_MONOTONIC is one clock for every process
+        slot += (me - 1 - slot) % N
+        time.sleep(max(0.0, slot * STEP_S - time.monotonic()))
+        time.sleep(STEP_S)
     else:
         time.sleep(STEP_S)
 

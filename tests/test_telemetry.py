@@ -502,7 +502,8 @@ def test_a_childs_cpu_is_the_workers_own(tmp_path):
         child.join(10)
     one_core = 100.0 / (psutil.cpu_count() or 1)
     assert r.process_cpu_util_pct >= 0.6 * one_core, r  # the child's core counts as this process's
-    assert r.other_cpu_pct < 0.4 * one_core, r
+    # what else ran (the other test worker, say) is the host's busy time less the worker's and its child's
+    assert r.other_cpu_pct == pytest.approx(max(0.0, r.host_cpu_util_pct - r.process_cpu_util_pct))
 
 
 def _derived(fake_nvml, clock, gpus_, own_pid, host_other=0.0):

@@ -108,7 +108,8 @@ def test_native_resnet50_is_resnet50_v1_5_with_torchvisions_layout():
 
 # -- a real run of both torch backends --------------------------------------------------------
 
-KEEP = "torch and (not compile or (mlp-train and not virtual)) and (not virtual or mlp-train)"
+# every workload in training, MLP and CNN inference (eval mode), the MLP compiled and over DDP
+KEEP = "torch and (not compile or (mlp-train and not virtual)) and (not virtual or mlp-train) and not transformer-infer"
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +130,7 @@ def test_both_torch_backends_measure_every_workload_eager_compiled_and_over_ddp(
     _, _, recs = torch_run
     assert {i: r["status"] for i, r in recs.items() if r["status"] != "ok"} == {}
     for w in ("mlp", "cnn", "transformer"):
-        for mode in ("train", "infer"):
+        for mode in ("train", "infer") if w != "transformer" else ("train",):
             b = WORKLOADS[w].batch["smoke"]
             keras_id, native_id = f"{w}-{mode}-cpu-torch-fp32-b{b}", f"{w}-{mode}-cpu-torch-native-fp32-b{b}"
             assert recs[keras_id]["params"] == recs[native_id]["params"]  # the same model, twice
