@@ -31,6 +31,16 @@ def positive_int(text: str) -> int:
     return v
 
 
+def batch_size(text: str) -> int | str:
+    """``--batch-size``: an integer >= 1, or ``max`` (the largest batch that fits, searched per case)."""
+    if text.strip().lower() == "max":
+        return "max"
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or max, got {text!r}") from None
+
+
 def nonneg_int(text: str) -> int:
     """An integer (the option checks its own range)."""
     try:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from bench import __version__, maxbatch, merge, sweep
+from bench import __version__, argtypes, maxbatch, merge, sweep
 from bench.argtypes import comma_list as _list
 from bench.argtypes import nonneg_int as _nonneg_int
 from bench.argtypes import positive_int as _positive_int
@@ -76,7 +76,20 @@ def parser() -> argparse.ArgumentParser:
         default="data",
         help="data (default) | model | both: model splits the dense and attention kernels over the devices (JAX)",
     )
-    r.add_argument("--batch-size", type=_positive_int, default=None, help="per-replica batch (overrides the profile)")
+    r.add_argument(
+        "--batch-size",
+        type=argtypes.batch_size,
+        default=None,
+        help="per-replica batch (overrides the profile), or max: the largest that fits, searched per case "
+        "(accelbench maxbatch's search, read back from <results-dir>/maxbatch.json where recorded)",
+    )
+    r.add_argument(
+        "--memory-limit",
+        type=float,
+        default=None,
+        metavar="GIB",
+        help="with max: a CPU case's peak resident memory budget for the search (default: half of what is free)",
+    )
     r.add_argument("--sweep", action="append", default=[], metavar="NAME=VALUES", help=sweep.HELP)
     r.add_argument("--grid", default="additive", help="additive (default): each --sweep alone; full: every combination")
     r.add_argument(
@@ -186,6 +199,7 @@ RESUME_FLAGS: tuple[tuple[str, str, tuple], ...] = (
     ("backend", "--backend", ("tensorflow",)),
     ("parallelism", "--parallelism", ("data",)),
     ("sweep", "--sweep", ([],)),
+    ("memory_limit", "--memory-limit", (None,)),
     ("grid", "--grid", ("additive",)),
 )
 
@@ -234,6 +248,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         parallelism=a.parallelism,
         sweeps=tuple(a.sweep),
         grid=a.grid,
+        memory_limit_gib=a.memory_limit,
     )
     prices = _prices(a.prices)  # a bad prices file fails before anything runs
     if a.resume and not cluster:  # a cluster's other nodes plan from the command line: it stays whole there
@@ -251,6 +266,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     for note in machine.unused_gpu_notes(chosen):  # the GPU is there and will not be measured: say so first
         print(f"accelbench: GPU not used: {note}", file=sys.stderr)
 
+    if not a.resume and (cluster is None or cluster.rank == 0) and opts.wants_max:
+        opts = maxbatch.resolve(opts, machine, Path(a.results_dir))  # before the plan: each case's safe batch
     if a.resume:
         run = Run.resume(a.resume, opts, machine, a.results_dir, sys.argv[1:], progress=_progress, cluster=cluster)
     else:

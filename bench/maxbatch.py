@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.batchsearch import Outcome, outcome, safe_batch, search
+from bench.batchsearch import HEADROOM, Outcome, outcome, safe_batch, search
 from bench.batchsearch import key as search_key
 from bench.cases import MAX_KNOB, Case
 from bench.errors import UserError
@@ -52,15 +52,10 @@ def add_parser(sub, as_list: Callable[[str], tuple[str, ...]]) -> None:
 
 def command(a: Any) -> int:
     """``accelbench maxbatch``: search each combination, print and record the answers."""
-    from bench import devices, storage
+    from bench import backends, devices
     from bench.planning import RunOptions, plan
-    from bench.provenance import machine_info, now
-    from bench.runner import Run
-    from workloads import WORKLOADS
 
-    limit = a.memory_limit * 2**30 if a.memory_limit else None
-    if limit is not None and not 0 < limit < 2**50:
-        raise UserError(f"--memory-limit must be a positive number of GiB; got {a.memory_limit}")
+    limit = _limit_bytes(a.memory_limit)
     base = RunOptions(
         profile=a.profile,
         workloads=a.workloads,
@@ -76,54 +71,171 @@ def command(a: Any) -> int:
     for flag, v in (("--start", a.start), ("--max", a.max)):
         if v is not None and not 1 <= v <= MAX_KNOB:
             raise UserError(f"{flag} must be from 1 to {MAX_KNOB}; got {v}")
-    from bench import backends
-
     machine = devices.discover(backends=backends.resolve(a.backend))
-    results = Path(a.results_dir)
-    store_path = results / "maxbatch.json"
-    store = json.loads(store_path.read_text()) if store_path.exists() else {}
-    runs_dir = results / "maxbatch-probes"
+    searcher = Searcher(base, machine, Path(a.results_dir), limit, a.max, a.fresh)
     for case, support in plan(base, machine):
         what = case.id_without("batch")  # what the search is about
         if not support.supported:
             print(f"{what}: unsupported here: {support.reason}")
             continue
-        one = dataclasses.replace(
-            base,
-            workloads=(case.workload,),
-            modes=(case.mode,),
-            devices=(case.device.spec,),
-            precisions=(case.precision,),
-            keyword="",
-        )
-        k = search_key(
-            case, a.profile, limit, storage.machine_fingerprint({"machine_info": machine_info(machine)}), a.max
-        )
-        if k in store and not a.fresh:
-            e = store[k]
+        e, recorded = searcher.find(case, a.start)
+        if recorded:
             print(
                 f"{what}: max batch {e['max_ok']} (safe {e['safe_batch']}; recorded {e['when']}, --fresh to probe again)"
             )
-            continue
+        else:
+            print(
+                f"{what}: max batch {e['max_ok']} (first failure {e['first_fail']}, {e['stopped']}; "
+                f"safe {e['safe_batch']}) in {len(e['probes'])} probes"
+            )
+    return 0
 
-        def probe(b: int, one: RunOptions = one) -> Outcome:
-            opts = dataclasses.replace(one, batch_size=b)
-            path = Run.new(opts, machine, runs_dir, ["maxbatch", f"batch={b}"]).execute()
+
+def _limit_bytes(gib: float | None) -> float | None:
+    limit = gib * 2**30 if gib else None
+    if limit is not None and not 0 < limit < 2**50:
+        raise UserError(f"--memory-limit must be a positive number of GiB; got {gib}")
+    return limit
+
+
+def probe_options(case: Case, base: Any, batch: int) -> Any:
+    """The run options of one probe: exactly ``case`` at ``batch``.
+
+    Its backend, compile switch and knobs as the case has them, measured to its first look
+    (``probe``), no second workers.
+    """
+    return dataclasses.replace(
+        base,
+        workloads=(case.workload,),
+        modes=(case.mode,),
+        devices=(case.device.spec,),
+        precisions=(case.precision,),
+        backend=case.backend,
+        xla="on" if case.xla else "off",
+        parallelism=case.parallelism,
+        sweeps=tuple(f"{k}={v}" for k, v in case.knobs),
+        grid="full",  # the knobs together, as the case has them
+        batch_size=batch,
+        keyword=case.related(per_replica_batch=batch).id,
+        tenants=(),
+        tenant_mix=False,
+        repeats=0,
+        probe=True,
+        max_batches=(),
+    )
+
+
+class Searcher:
+    """Searches (or reads back) the largest batch of cases, recording each in ``<results>/maxbatch.json``."""
+
+    def __init__(
+        self, base: Any, machine: Any, results: Path, limit: float | None, cap: int = MAX_KNOB, fresh: bool = False
+    ):
+        from bench import storage
+        from bench.provenance import machine_info
+
+        self.base, self.machine, self.limit, self.cap, self.fresh = base, machine, limit, cap, fresh
+        self.store_path, self.runs_dir = results / "maxbatch.json", results / "maxbatch-probes"
+        self.store = json.loads(self.store_path.read_text()) if self.store_path.exists() else {}
+        self.fingerprint = storage.machine_fingerprint({"machine_info": machine_info(machine)})
+
+    def find(self, case: Case, start: int | None = None) -> tuple[dict, bool]:
+        """The search's record for ``case`` (any batch), and whether it was read back rather than probed."""
+        from bench import storage
+        from bench.provenance import now
+        from bench.runner import Run
+        from workloads import WORKLOADS
+
+        k = search_key(case, self.base.profile, self.limit, self.fingerprint, self.cap)
+        if not self.fresh:
+            known = self._recorded(k)
+            if known is not None:
+                return known, True
+
+        def probe(b: int) -> Outcome:
+            opts = probe_options(case, self.base, b)
+            path = Run.new(opts, self.machine, self.runs_dir, ["maxbatch", f"batch={b}"]).execute()
             (info,) = [r["extra_info"] for r in storage.records(storage.load(path))]
-            out = outcome(b, info, limit)
+            out = outcome(b, info, self.limit)
             print(f"  {info.get('case_id')}: {out.status} {out.reason[:100]}", file=sys.stderr)
             return out
 
-        start = a.start or WORKLOADS[case.workload].batch[a.profile]
-        s = search(probe, start, a.max)
-        pool = limit or _device_memory(machine, case)
+        s = search(probe, start or WORKLOADS[case.workload].batch[self.base.profile], self.cap)
+        pool = self.limit or _device_memory(self.machine, case)
         safe = safe_batch(s, pool)
-        store[k] = {**s.to_dict(), "safe_batch": safe, "case": case.id, "pool_bytes": pool, "when": now()}
-        storage.write_bytes_atomic(store_path, json.dumps(store, indent=1).encode())
-        print(
-            f"{what}: max batch {s.max_ok} (first failure {s.first_fail}, {s.stopped}; safe {safe}) in {len(s.probes)} probes"
+        e = {**s.to_dict(), "safe_batch": safe, "case": case.id, "pool_bytes": pool, "when": now()}
+        self.store[k] = e
+        storage.write_bytes_atomic(self.store_path, json.dumps(self.store, indent=1).encode())
+        return e, False
+
+    def _recorded(self, k: str) -> dict | None:
+        """The stored answer for key ``k``, or one that bracketed the limit below this search's cap.
+
+        A search that found its first failure at or below this one's largest batch tried answers the
+        same question: its answer does not depend on how far it could have climbed.
+        """
+        if k in self.store:
+            return self.store[k]
+        want = json.loads(k)
+        cap = want.pop("max_batch_tried")
+        for other, e in self.store.items():
+            o = json.loads(other)
+            o.pop("max_batch_tried", None)
+            if o == want and e.get("stopped") == "bracketed" and e.get("first_fail") and e["first_fail"] <= cap:
+                return e
+        return None
+
+
+def default_cpu_limit_gib() -> float:
+    """Half the memory that is free now: a CPU's largest-batch search must not reach the kernel's OOM killer."""
+    import psutil
+
+    return round(psutil.virtual_memory().available / 2**30 / 2, 2)
+
+
+def resolve(opts: Any, machine: Any, results: Path, say: Callable[[str], None] = print) -> Any:
+    """``opts`` with every case asked at ``max`` (``--batch-size max``, ``--sweep batch=...,max``) given its safe batch.
+
+    Each is searched as ``accelbench maxbatch`` would (or read back from ``maxbatch.json``); a case
+    where nothing fits, or whose search met an error, keeps the reason and is planned unsupported.
+    A resumed run keeps the answers it stored.
+    """
+    import dataclasses as dc
+
+    from bench.planning import max_cases
+
+    if not opts.wants_max or opts.max_batches:
+        return opts
+    cases = max_cases(opts, machine)
+    cpu_gib = opts.memory_limit_gib
+    if cpu_gib is None and any(c.device_kind == "cpu" for c in cases):
+        cpu_gib = default_cpu_limit_gib()
+        say(
+            f"batch max: CPU cases search under {cpu_gib} GiB of peak resident memory (half of what is free; --memory-limit)"
         )
-    return 0
+    searchers: dict[str, Searcher] = {}
+    found: list[tuple[str, int | None, int | None, int | None, str]] = []
+    for c in cases:
+        kind = c.device_kind
+        if kind not in searchers:
+            limit = _limit_bytes(cpu_gib) if kind == "cpu" else None
+            searchers[kind] = Searcher(opts, machine, results, limit)
+        e, recorded = searchers[kind].find(c)
+        safe = e.get("safe_batch")
+        how = "recorded " + str(e.get("when")) if recorded else f"{len(e['probes'])} probes"
+        if safe:
+            why = f"largest that fits {e['max_ok']}, first failure {e['first_fail']}, safe {safe} ({how})"
+        elif e.get("max_ok"):
+            why = (
+                f"largest that fits {e['max_ok']}, but no batch tried kept its peak within "
+                f"{HEADROOM:.0%} of the limit ({how}; a larger --memory-limit, or --batch-size N)"
+            )
+        else:
+            last = e["probes"][-1]["reason"] if e.get("probes") else ""
+            why = f"no batch found ({e['stopped']}; {how}){': ' + last[:200] if last else ''}"
+        say(f"{c.id_without('batch')}: batch max -> {safe or 'none'}: {why}")
+        found.append((c.id_without("batch"), safe, e.get("max_ok"), e.get("first_fail"), why))
+    return dc.replace(opts, max_batches=tuple(found), memory_limit_gib=cpu_gib)
 
 
 def _device_memory(machine: Any, case: Case) -> float | None:

@@ -58,7 +58,7 @@ class RunOptions:
     devices: tuple[str, ...] = ("auto",)
     precisions: tuple[str, ...] = ("auto",)
     xla: str = "off"
-    batch_size: int | None = None
+    batch_size: int | str | None = None  # "max": the largest batch that fits (resolved into max_batches)
     virtual_devices: int = 0
     keyword: str = ""
     sampler_interval_s: float = 0.1
@@ -76,6 +76,10 @@ class RunOptions:
     sweeps: tuple[str, ...] = ()  # --sweep NAME=VALUES (bench.sweep): batch or a size knob
     grid: str = "additive"  # additive: each swept axis alone through the profile's point; full: every combination
     probe: bool = False  # a largest-batch probe (bench.maxbatch): the first look only, one warm-up step, no latencies
+    # each case asked at its largest batch: (its id without the batch, the safe batch, the largest batch that
+    # fit, the first that did not (each None where not found), what the search found, in words)
+    max_batches: tuple[tuple[str, int | None, int | None, int | None, str], ...] = ()
+    memory_limit_gib: float | None = None  # a CPU's memory for the largest-batch search (default: half that is free)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -93,8 +97,12 @@ class RunOptions:
                 parse_device_spec(d)
         if self.xla not in XLA_CHOICES:
             raise UserError(f"--xla must be one of off, on, both; got {self.xla!r}")
-        if self.batch_size is not None and self.batch_size < 1:
-            raise UserError(f"--batch-size must be a positive integer; got {self.batch_size}")
+        if (
+            self.batch_size is not None
+            and self.batch_size != "max"
+            and not (isinstance(self.batch_size, int) and self.batch_size >= 1)
+        ):
+            raise UserError(f"--batch-size must be a positive integer or max; got {self.batch_size}")
         if self.virtual_devices < 0 or self.virtual_devices == 1:
             raise UserError(f"--virtual-devices must be 0 (off) or >= 2; got {self.virtual_devices}")
         if self.stall_timeout_s is not None and self.stall_timeout_s <= 0:
@@ -127,10 +135,23 @@ class RunOptions:
         if self.grid not in sweep.GRIDS:
             raise UserError(f"--grid must be one of {', '.join(sweep.GRIDS)}; got {self.grid!r}")
         axes = self.axes
+        if self.wants_max and self.nodes > 1:
+            raise UserError("batch max and --cluster do not mix: search with accelbench maxbatch, then give the batch")
+        if self.memory_limit_gib is not None and not 0 < self.memory_limit_gib < 2**20:
+            raise UserError(f"--memory-limit must be a positive number of GiB; got {self.memory_limit_gib}")
         for w in self.workloads:  # every point buildable (a width its heads divide), before anything starts
-            sweep.points(
-                axes, self.grid, WORKLOADS[w], self.profile, self.batch_size or WORKLOADS[w].batch[self.profile]
-            )
+            sweep.points(axes, self.grid, WORKLOADS[w], self.profile, self.anchor_batch(w))
+
+    def anchor_batch(self, workload: str) -> int:
+        """The batch of the profile's point: ``--batch-size`` (``sweep.MAX_BATCH`` for max), else the profile's."""
+        if self.batch_size == "max":
+            return sweep.MAX_BATCH
+        return int(self.batch_size or WORKLOADS[workload].batch[self.profile])
+
+    @property
+    def wants_max(self) -> bool:
+        """Whether some case is asked at the largest batch that fits."""
+        return self.batch_size == "max" or any(sweep.MAX_BATCH in a.values for a in self.axes if a.name == "batch")
 
     @property
     def axes(self) -> tuple[sweep.Axis, ...]:
@@ -175,6 +196,7 @@ class RunOptions:
         """Inverse of :meth:`to_dict`."""
         tuples = ("workloads", "modes", "devices", "precisions", "tenants", "sweeps")
         kw: dict[str, Any] = {k: tuple(v) if k in tuples else v for k, v in d.items() if k in cls.__dataclass_fields__}
+        kw["max_batches"] = tuple(tuple(e) for e in kw.get("max_batches") or ())
         return cls(**kw)
 
 
@@ -305,27 +327,62 @@ def keyword_match(expr: str, case_id: str) -> bool:
     return bool(compiled.evaluate(lambda name, /, **_: name.lower() in cid))
 
 
-def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
-    """Every case of the matrix with its support verdict (nothing is dropped silently)."""
+def _cases(opts: RunOptions, machine: Machine) -> list[tuple[Case, bool]]:
+    """Every case of the matrix, each with whether it was asked at the largest batch that fits.
+
+    Such a case stands at the profile's batch until :func:`plan` puts it at its found one.
+    """
     precisions = PRECISIONS if opts.precisions == ("auto",) else opts.precisions
     devices, axes, engines = device_configs(opts, machine), opts.axes, backends(opts, machine)
-    cases: list[Case] = []
+    cases: list[tuple[Case, bool]] = []
     for w in opts.workloads:
-        anchor = opts.batch_size or WORKLOADS[w].batch[opts.profile]
-        for batch, knobs in sweep.points(axes, opts.grid, WORKLOADS[w], opts.profile, anchor):
+        for batch, knobs in sweep.points(axes, opts.grid, WORKLOADS[w], opts.profile, opts.anchor_batch(w)):
+            at_max = batch == sweep.MAX_BATCH
             point = expand(
                 (w,),
                 opts.mode_list,
                 devices,
                 precisions,
                 XLA_CHOICES[opts.xla],
-                {w: batch},
+                {w: WORKLOADS[w].batch[opts.profile] if at_max else batch},
                 latency_batch1=opts.timing.latency_batch1 and opts.batch_size is None and not axes,
                 backends=engines,
                 parallelisms=opts.parallelisms,
                 slo_of={w: opts.slo_of(w)},
             )
-            cases += [c.related(knobs=knobs) for c in point]
+            # a serve case's batch is its batcher's: at max it stays the profile's serve case
+            cases += [(c.related(knobs=knobs), at_max and c.mode != "serve") for c in point]
+    return cases
+
+
+def max_cases(opts: RunOptions, machine: Machine) -> list[Case]:
+    """The supported cases asked at their largest batch (each at the profile's batch): what to search."""
+    seen: dict[str, Case] = {}
+    for c, at_max in _cases(opts, machine):
+        if at_max and keyword_match(opts.keyword, c.id) and support(c, machine).supported:
+            seen.setdefault(c.id_without("batch"), c)
+    return list(seen.values())
+
+
+def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
+    """Every case of the matrix with its support verdict (nothing is dropped silently)."""
+    found = {k: (b, why) for k, b, _, _, why in opts.max_batches}
+    cases: list[Case] = []
+    refused: dict[str, str] = {}  # asked at max where nothing fits (or the search failed): why
+    for c, at_max in _cases(opts, machine):
+        if at_max:
+            b, why = found.get(c.id_without("batch"), (None, ""))
+            if b:
+                c = c.related(per_replica_batch=b)
+            elif support(c, machine).supported:
+                # recorded at the profile's batch, unless that is a case of the plan anyway (the reason
+                # was printed when the search ran, and that case is not the one refused)
+                refused[c.id] = why or "no largest batch was searched for this case (accelbench run resolves max)"
+                continue
+        cases.append(c)
+    ordinary = {c.id for c in cases}
+    refused = {i: why for i, why in refused.items() if i not in ordinary}
+    cases += [c for c, at_max in _cases(opts, machine) if at_max and c.id in refused]
     cases = list({c.id: c for c in cases}.values())  # a point two axes share is one case
     cases = [c.related(tenants=n) for c in cases for n in (1, *opts.tenants)]
     if opts.tenant_mix and "train" not in opts.mode_list:
@@ -334,7 +391,12 @@ def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
         cases = [m for c in cases for m in ((c, c.mix()) if c.mode == "train" and c.tenants == 1 else (c,))]
     if not cases:
         raise UserError("--parallelism model needs several devices (gpu:K with K >= 2, or --virtual-devices N)")
-    out = [(c, support(c, machine)) for c in cases if keyword_match(opts.keyword, c.id)]
+
+    def verdict(c: Case) -> Support:
+        why = refused.get(c.related(tenants=1).id)
+        return Support(False, f"batch max: {why}") if why else support(c, machine)
+
+    out = [(c, verdict(c)) for c in cases if keyword_match(opts.keyword, c.id)]
     if not out:
         raise UserError(f"-k {opts.keyword!r} selects none of the {len(cases)} cases")
     if opts.shard:

@@ -23,8 +23,10 @@ from workloads import WORKLOADS
 
 HELP = (
     "sweep batch or a size knob (mlp: width, depth; cnn: image; transformer: seq, dmodel, layers) over "
-    "values, e.g. batch=1,4,16 or batch=pow2:1..256; repeatable; each point is a case"
+    "values, e.g. batch=1,4,16 or batch=pow2:1..256 (batch=...,max adds the largest batch that fits); "
+    "repeatable; each point is a case"
 )
+MAX_BATCH = 0  # a batch value standing for "the largest that fits" (bench.maxbatch resolves it per case)
 GRIDS = ("additive", "full")
 MAX_POINTS = 64  # values of one axis (pow2:1..1048576 has 21)
 _POW2 = re.compile(r"pow2:(\d{1,7})\.\.(\d{1,7})")
@@ -39,14 +41,22 @@ class Axis:
 
 
 def parse(text: str) -> Axis:
-    """``NAME=V1,V2,...`` or ``NAME=pow2:A..B``; a UserError naming what is wrong otherwise."""
+    """``NAME=V1,V2,...`` or ``NAME=pow2:A..B``; a UserError naming what is wrong otherwise.
+
+    For batch, ``max`` may be among the values (or alone): it is kept as :data:`MAX_BATCH`.
+    """
     name, eq, spec = text.partition("=")
     name = name.strip().lower()
     if not eq or not KNOB_RE.fullmatch(name):
         raise UserError(f"--sweep takes NAME=VALUES, e.g. batch=1,4,16 or batch=pow2:1..256; got {text!r}")
     spec = spec.strip()
-    if spec == "max":
-        raise UserError("--sweep batch=max needs the largest-batch search, which is not built yet: give the values")
+    parts = [p.strip() for p in spec.split(",")]
+    with_max = "max" in parts
+    if with_max and name != "batch":
+        raise UserError(f"--sweep {name}=...max: only batch has a largest value that fits; got {text!r}")
+    spec = ",".join(p for p in parts if p != "max")
+    if with_max and not spec:
+        return Axis(name, (MAX_BATCH,))
     m = _POW2.fullmatch(spec)
     if m:
         lo, hi = int(m[1]), int(m[2])
@@ -66,7 +76,7 @@ def parse(text: str) -> Axis:
             raise UserError(f"--sweep {name}= values must be from 1 to {MAX_KNOB}; got {spec!r}")
     if len(set(values)) > MAX_POINTS:
         raise UserError(f"--sweep {name}: at most {MAX_POINTS} values; got {len(set(values))}")
-    return Axis(name, tuple(sorted(set(values))))
+    return Axis(name, tuple(sorted(set(values) | ({MAX_BATCH} if with_max else set()))))
 
 
 def parse_all(texts: Sequence[str], workloads: Mapping[str, Any]) -> tuple[Axis, ...]:
@@ -121,12 +131,7 @@ def cost_line(measured: Sequence[Any], opts: Any) -> str:
     slow step's first look, or a large model's compile, takes longer).
     """
     per_workload = {
-        w: len(
-            points(
-                opts.axes, opts.grid, WORKLOADS[w], opts.profile, opts.batch_size or WORKLOADS[w].batch[opts.profile]
-            )
-        )
-        for w in opts.workloads
+        w: len(points(opts.axes, opts.grid, WORKLOADS[w], opts.profile, opts.anchor_batch(w))) for w in opts.workloads
     }
     minutes = len(measured) * (opts.timing.case_budget_s + 10.0) / 60
     shown = ", ".join(f"{w} {n}" for w, n in per_workload.items())

@@ -86,17 +86,37 @@ def test_a_real_cpu_search_under_a_memory_limit_finds_a_batch_and_records_its_pr
     (first,) = json.loads((tmp_path / "maxbatch.json").read_text()).values()
     assert first["stopped"] == "limit" and first["max_ok"] == 1024 and len(first["probes"]) == 1
     rss = first["probes"][0]["host_peak_bytes"]
-    limit_gib = (rss + 60 * 2**20) / 2**30  # about 10,000 more samples of 5 KB: between 8192 and 32768
-    args = [*base, "--start", "8192", "--max", "32768", "--memory-limit", f"{limit_gib:.4f}"]
+    # the safe batch's peak within 90% of the limit: about 20,000 more samples of 5 KB there, 8192 fits with room
+    # (a worker's resident memory varies by some 40 MB from probe to probe)
+    limit_gib = (rss + 100 * 2**20) / 0.9 / 2**30
+    args = [*base, "--start", "8192", "--max", "65536", "--memory-limit", f"{limit_gib:.4f}"]
     r = subprocess.run(args, capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-2000:]
     store = json.loads((tmp_path / "maxbatch.json").read_text())
     (e,) = [v for v in store.values() if v is not first and v["probes"][0]["batch"] == 8192]
     probes = e["probes"]
-    assert e["stopped"] == "bracketed" and 8192 <= e["max_ok"] < e["first_fail"] <= 32768, e
+    assert e["stopped"] == "bracketed" and 8192 <= e["max_ok"] < e["first_fail"] <= 65536, e
     assert all(p["host_peak_bytes"] for p in probes) and any(p["status"] == "oom" for p in probes)
-    assert "max batch" in r.stdout and len(probes) <= 6
+    assert "max batch" in r.stdout and len(probes) <= math.ceil(math.log2(e["first_fail"] / 8192)) + 4
+    assert e["safe_batch"] and 8192 <= e["safe_batch"] <= e["max_ok"]
     assert len(list((tmp_path / "maxbatch-probes").glob("*.json"))) == 1 + len(probes)  # every probe's run is kept
     # asked again, the answer is read back instead of probed
     r = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "recorded" in r.stdout and "--fresh" in r.stdout
+    # a run asked at --batch-size max reads the same answer back (no probe: the search had bracketed the limit
+    # below the largest batch the run would try) and measures the case at the safe batch
+    run = [sys.executable, "-m", "bench", "run", *base[4:-2], "--batch-size", "max", "--repeats", "0"]
+    run += ["--memory-limit", f"{limit_gib:.4f}", "--results-dir", str(tmp_path), "--reports-dir", str(tmp_path / "r")]
+    r = subprocess.run(run, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert f"batch max -> {e['safe_batch']}: largest that fits {e['max_ok']}" in r.stdout and "recorded" in r.stdout
+    assert len(list((tmp_path / "maxbatch-probes").glob("*.json"))) == 1 + len(probes)  # no new probe
+    from bench import storage
+
+    (path,) = [p for p in tmp_path.glob("*.json") if p.name != "maxbatch.json"]
+    data = storage.load(path)
+    (rec,) = storage.records(data)
+    assert rec["extra_info"]["status"] == "ok" and rec["extra_info"]["per_replica_batch"] == e["safe_batch"]
+    assert rec["extra_info"]["case_id"] == f"mlp-infer-cpu-jax-fp32-b{e['safe_batch']}"
+    ((key, safe, max_ok, first_fail, why),) = data["run"]["options"]["max_batches"]
+    assert (key, safe, max_ok, first_fail) == ("mlp-infer-cpu-jax-fp32", e["safe_batch"], e["max_ok"], e["first_fail"])

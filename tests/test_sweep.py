@@ -2,6 +2,7 @@
 
 import pandas as pd
 import pytest
+from test_capability import machine
 
 from bench import planning, storage, sweep
 from bench.cases import Case, parse_id
@@ -14,6 +15,49 @@ def test_values_and_powers_of_two_parse_sorted_once():
     assert sweep.parse("batch=64,1,16,4,16") == sweep.Axis("batch", (1, 4, 16, 64))
     assert sweep.parse("batch=pow2:1..256").values == (1, 2, 4, 8, 16, 32, 64, 128, 256)
     assert sweep.parse(" width = 256 ").values == (256,)
+    # max: the largest batch that fits, kept as its sentinel beside the values (or alone)
+    assert sweep.parse("batch=16,max,4").values == (sweep.MAX_BATCH, 4, 16)
+    assert sweep.parse("batch=max").values == (sweep.MAX_BATCH,)
+    assert sweep.parse("batch=pow2:1..4,max").values == (sweep.MAX_BATCH, 1, 2, 4)
+    with pytest.raises(UserError, match="only batch has a largest value"):
+        sweep.parse("depth=2,max")
+
+
+def test_a_case_asked_at_max_is_planned_at_its_found_batch_or_unsupported_with_why():
+    m = machine()
+    common = dict(profile="smoke", workloads=("mlp",), devices=("cpu",), precisions=("fp32",), modes=("train", "serve"))
+    opts = planning.RunOptions(**common, batch_size="max")
+    assert opts.wants_max and opts.anchor_batch("mlp") == sweep.MAX_BATCH
+    # what to search: the train case (a serve case's batch is its batcher's), at the profile's batch
+    assert [c.id for c in planning.max_cases(opts, m)] == ["mlp-train-cpu-fp32-b64"]
+    # not searched yet: planned unsupported, saying so (nothing silently measured at another batch)
+    unresolved = {c.id: s for c, s in planning.plan(opts, m)}
+    assert not unresolved["mlp-train-cpu-fp32-b64"].supported
+    assert "no largest batch was searched" in unresolved["mlp-train-cpu-fp32-b64"].reason
+    found = planning.RunOptions.from_dict(
+        {**opts.to_dict(), "max_batches": [["mlp-train-cpu-fp32", 1800, 2048, 2304, "largest that fits 2048"]]}
+    )
+    verdicts = {c.id: s for c, s in planning.plan(found, m)}
+    assert verdicts["mlp-train-cpu-fp32-b1800"].supported and "mlp-train-cpu-fp32-b64" not in verdicts
+    assert any(i.startswith("mlp-serve-cpu-fp32") for i in verdicts)  # serve stays the profile's serve case
+    nothing = planning.RunOptions.from_dict(
+        {**opts.to_dict(), "max_batches": [["mlp-train-cpu-fp32", None, None, 1, "no batch found (nothing fits)"]]}
+    )
+    (refused,) = [s for c, s in planning.plan(nothing, m) if c.mode == "train"]
+    assert not refused.supported and refused.reason == "batch max: no batch found (nothing fits)"
+    # in a sweep, max is one more point; where the profile's batch is also a point, that case is measured as usual
+    swept = planning.RunOptions.from_dict(
+        {**found.to_dict(), "modes": ["train"], "sweeps": ["batch=16,64,max"], "batch_size": None}
+    )
+    ids = {c.id: s.supported for c, s in planning.plan(swept, m)}
+    assert ids == {"mlp-train-cpu-fp32-b16": True, "mlp-train-cpu-fp32-b64": True, "mlp-train-cpu-fp32-b1800": True}
+    swept_nothing = planning.RunOptions.from_dict({**swept.to_dict(), "max_batches": nothing.to_dict()["max_batches"]})
+    assert {c.id: s.supported for c, s in planning.plan(swept_nothing, m)} == {
+        "mlp-train-cpu-fp32-b16": True,
+        "mlp-train-cpu-fp32-b64": True,
+    }
+    with pytest.raises(UserError, match="batch max and --cluster"):
+        planning.RunOptions(**common, batch_size="max", nodes=2)
 
 
 def test_additive_points_sweep_each_axis_alone_through_the_profile_point_and_full_takes_every_combination():
