@@ -73,3 +73,25 @@ def test_a_full_grid_draws_a_heat_map_of_the_gpu_over_the_cpu_and_finds_each_wid
         true = (2e-3 - 1e-4) / (20e-6 * dict(knobs)["width"] / 256 - 0.5e-6)
         assert x.verdict == "crossover" and x.low < true < x.high, (knobs, x)
     assert len(found) == 2
+
+
+def test_the_largest_batch_search_is_a_table_and_each_line_s_out_of_memory_wall_on_its_chart():
+    doc = make_samples.gpu_shaped_grid()  # asked at max too: every configuration's search is in the options
+    run = analysis.load_run(doc)
+    found = {e.case: e for e in sweeps.largest(run)}
+    assert len(found) == 4 and {e.safe for e in found.values()} == {4096}
+    gpu = found["mlp-width1024-train-gpu1-fp32"]
+    assert (gpu.max_ok, gpu.first_fail) == (4096, 5120)
+    html = html_report([doc])
+    assert 'aria-label="Largest batch that fits: largest batches"' in html
+    assert html.count("out of memory at batch ") == 4  # each batch line's chart alt text names its wall
+    assert "gpu1 fp32: batch 1 " in html and "out of memory at batch 6656" in html
+    md = markdown_report([doc])
+    assert "## Largest batch that fits" in md and "|               6144 |            6656 |          4096 |" in md
+    lines = [t for t in console.table(run).splitlines() if t.startswith("largest batch: ")]
+    assert len(lines) == 4 and all("measured at 4096 (largest that fits" in t for t in lines)
+
+
+def test_a_run_asked_at_no_max_has_no_largest_batch_section(doc):
+    assert sweeps.largest(analysis.load_run(doc)) == []
+    assert "Largest batch that fits" not in html_report([doc]) and "Largest batch" not in markdown_report([doc])

@@ -93,8 +93,13 @@ def scaling(series: dict[str, list[tuple[int, float]]], title: str) -> str:
     return _svg(fig, title + ": " + "; ".join(alt))
 
 
-def along(series: dict[str, list[tuple[int, float, float, float]]], title: str, axis: str) -> str:
-    """Median samples/s against a swept axis (log2 x, log y), one line per configuration, its 95% CI as a band."""
+def along(
+    series: dict[str, list[tuple[int, float, float, float]]], title: str, axis: str, walls: dict[str, int] | None = None
+) -> str:
+    """Median samples/s against a swept axis (log2 x, log y), one line per configuration, its 95% CI as a band.
+
+    ``walls``: a configuration's out-of-memory wall (the first batch that did not fit), a dashed line in its colour.
+    """
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     markers = "osD^v<>p"
     alt = []
@@ -104,6 +109,10 @@ def along(series: dict[str, list[tuple[int, float, float, float]]], title: str, 
         ax.plot(xs, ys, marker=markers[i % len(markers)], color=colour, label=name)
         ax.fill_between(xs, lo, hi, color=colour, alpha=0.2, linewidth=0)
         alt.append(f"{name}: " + ", ".join(f"{axis} {x} {human(y)}/s" for x, y in zip(xs, ys)))
+        wall = (walls or {}).get(name)
+        if wall:
+            ax.axvline(wall, color=colour, linestyle="--", linewidth=1, label=f"{name}: out of memory at {wall}")
+            alt[-1] += f"; out of memory at {axis} {wall}"
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel(axis)

@@ -191,6 +191,8 @@ def html_report(
         ]
         if sweeps.axes(run):  # only a run with --sweep
             parts.append(Section(f"Sweeps: where one configuration starts to pay{sfx}", sweeps.section(run)))
+        if sweeps.largest(run):  # only a run with a case asked at max
+            parts.append(Section(f"Largest batch that fits{sfx}", sweeps.largest_section(run)))
         if sharing.planned(run.doc):  # only a run with --tenants
             parts.append(Section(f"Sharing one device{sfx}", sharing.section(run)))
         parts += [
@@ -297,6 +299,7 @@ def markdown_report(
                 "",
             ]
         out += sweeps.markdown(run)
+        out += sweeps.largest_markdown(run)
         out += reference.markdown(d, run.table)
         out += sharing.markdown(d)
         bc = analysis.backend_comparison(run)

@@ -14,6 +14,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from bench import crossover, stats
+from bench.batchsearch import HEADROOM
 from bench.cases import Case
 from bench.report import charts
 from bench.report.analysis import RunData
@@ -46,6 +47,7 @@ class Line:
     rounds: tuple[list[float], ...]
     energy: tuple[float | None, ...]  # J per sample where the case's energy was measured
     energy_reason: str  # why not, where a point has none
+    without_batch: str = ""  # along batch: the cases' id less its batch (what a largest-batch search is keyed by)
 
 
 def axes(run: RunData) -> list[str]:
@@ -114,9 +116,68 @@ def lines(run: RunData, axis: str) -> list[Line]:
                 next(
                     (str(r.get(k)) for r in rows for k in ("energy_reason", "cpu_energy_reason") if _text(r.get(k))), ""
                 ),
+                Case.of(rows[0]).id_without("batch") if axis == "batch" else "",
             )
         )
     return out
+
+
+@dataclass(frozen=True)
+class Largest:
+    """One case's largest-batch search, as the run planned it (``--batch-size max``, ``--sweep batch=...,max``)."""
+
+    case: str  # its id less the batch
+    safe: int | None  # the batch measured (largest that fit with its peak within the headroom)
+    max_ok: int | None  # the largest batch that fit
+    first_fail: int | None  # the smallest that did not (out of memory), None where the search never failed
+    found: str  # what the search found, in words
+
+
+def largest(run: RunData) -> list[Largest]:
+    """The run's largest-batch answers (empty where no case was asked at max)."""
+    opts = run.doc.get("run", {}).get("options") or {}
+    out = []
+    for e in opts.get("max_batches") or []:
+        if isinstance(e, (list, tuple)) and len(e) == 5:
+            out.append(Largest(str(e[0]), *(int(v) if isinstance(v, int) else None for v in e[1:4]), str(e[4])))
+    return out
+
+
+LARGEST_NOTE = (
+    f"Each probe is one fresh worker at one batch, doubling then bisecting; out of memory is told apart from "
+    f"other failures. The batch measured keeps its peak memory within {HEADROOM:.0%} of the pool (the device's "
+    "memory on a GPU, --memory-limit on a CPU), so it may lie below the largest that fit. On the charts the "
+    "dashed line marks the first failure (the out-of-memory wall) in the line's colour."
+)
+
+
+def _batch(v: int | None) -> str:
+    return "-" if v is None else str(v)
+
+
+def largest_section(run: RunData) -> list:
+    """The largest-batch table (HTML blocks; empty where no case was asked at max)."""
+    found = largest(run)
+    if not found:
+        return []
+    table = [
+        [
+            e.case,
+            Cell(_batch(e.max_ok), cls="num"),
+            Cell(_batch(e.first_fail), cls="num"),
+            Cell(_batch(e.safe), cls="num"),
+            e.found,
+        ]
+        for e in found
+    ]
+    headers = ["case (less its batch)", "largest that fit", "first failure", "measured at", "search"]
+    return [Table(headers, table, label="largest batches"), Para(LARGEST_NOTE, small=True)]
+
+
+def _walls(run: RunData, mine: list[Line]) -> dict[str, int]:
+    """Each line's out-of-memory wall (its search's first failure), by label."""
+    fails = {e.case: e.first_fail for e in largest(run) if e.first_fail}
+    return {line.label: fails[line.without_batch] for line in mine if line.without_batch in fails}
 
 
 def pairs(found: list[Line], axis: str) -> list[tuple[Line, Line, crossover.Crossover]]:
@@ -226,7 +287,8 @@ def section(run: RunData) -> list:
             mine = [line for line in found if line.group == group]
             title = f"{_where(mine[0], axis)}: samples/s against {axis}"
             series = {line.label: list(zip(line.xs, line.medians, line.lows, line.highs)) for line in mine}
-            blocks.append(Svg(charts.along(series, title, axis)))
+            walls = _walls(run, mine) if axis == "batch" else {}
+            blocks.append(Svg(charts.along(series, title, axis, walls)))
     for title, xs, ys, cells in heatmaps(run):
         knob = next(a for a in axes(run) if a != "batch")
         blocks.append(Svg(charts.heatmap(xs, ys, cells, title, "batch", knob)))
@@ -264,6 +326,16 @@ def section(run: RunData) -> list:
     return blocks
 
 
+def largest_markdown(run: RunData) -> list[str]:
+    """The largest-batch table in Markdown (empty where no case was asked at max)."""
+    found = largest(run)
+    if not found:
+        return []
+    table = [[md(e.case), _batch(e.max_ok), _batch(e.first_fail), _batch(e.safe), md(e.found)] for e in found]
+    headers = ["case (less its batch)", "largest that fit", "first failure", "measured at", "search"]
+    return ["## Largest batch that fits", "", tabulate(table, headers=headers, tablefmt="github"), "", LARGEST_NOTE, ""]
+
+
 def markdown(run: RunData) -> list[str]:
     """The crossover table in Markdown (empty where the run swept nothing)."""
     found = rows(run)
@@ -288,4 +360,5 @@ def markdown(run: RunData) -> list[str]:
 
 def console(run: RunData) -> list[str]:
     """One line per crossover, for the console table."""
-    return [f"crossover: {_where(a, axis)}: {x.sentence(a.label, b.label, axis)}" for axis, a, b, x in rows(run)]
+    out = [f"crossover: {_where(a, axis)}: {x.sentence(a.label, b.label, axis)}" for axis, a, b, x in rows(run)]
+    return out + [f"largest batch: {e.case}: measured at {_batch(e.safe)} ({e.found})" for e in largest(run)]

@@ -257,9 +257,22 @@ def gpu_shaped_grid():
     doc["benchmarks"], doc["unmeasured"] = [], []
     doc["run"]["options"] = {
         **doc["run"].get("options", {}),
-        "sweeps": ["batch=1,16,256,4096", "width=256,1024"],
+        "sweeps": ["batch=1,16,256,4096,max", "width=256,1024"],
         "grid": "full",
+        "max_batches": [],
     }
+    # each configuration's largest-batch search (accelbench run's --sweep batch=...,max): on both devices the
+    # safe batch is 4096 (a swept point too), below the largest that fit where that one's peak passed 90%
+    walls = {
+        ("gpu", 256): (6144, 6656),
+        ("gpu", 1024): (4096, 5120),
+        ("cpu", 256): (4096, 8192),
+        ("cpu", 1024): (4096, 8192),
+    }
+    for (kind, width), (max_ok, first_fail) in walls.items():
+        less = Case("mlp", "train", kind, 1, False, "fp32", False, 4096, knobs=(("width", width),)).id_without("batch")
+        why = f"largest that fits {max_ok}, first failure {first_fail}, safe 4096 (6 probes)"
+        doc["run"]["options"]["max_batches"].append([less, 4096, max_ok, first_fail, why])
     for width in (256, 1024):
         for b in (1, 16, 256, 4096):
             for kind, (t0, c) in (("gpu", (2e-3, 0.5e-6)), ("cpu", (1e-4, 20e-6))):
