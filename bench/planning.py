@@ -393,7 +393,8 @@ def plan(opts: RunOptions, machine: Machine) -> list[tuple[Case, Support]]:
         raise UserError("--parallelism model needs several devices (gpu:K with K >= 2, or --virtual-devices N)")
 
     def verdict(c: Case) -> Support:
-        why = refused.get(c.related(tenants=1).id)
+        # its tenants share the verdict, and a mix beside a training case refused at max shares that one's
+        why = refused.get(c.related(tenants=1, neighbour="").id) or (c.neighbour and refused.get(c.neighbour_case().id))
         return Support(False, f"batch max: {why}") if why else support(c, machine)
 
     out = [(c, verdict(c)) for c in cases if keyword_match(opts.keyword, c.id)]

@@ -45,6 +45,11 @@ def test_a_case_asked_at_max_is_planned_at_its_found_batch_or_unsupported_with_w
     )
     (refused,) = [s for c, s in planning.plan(nothing, m) if c.mode == "train"]
     assert not refused.supported and refused.reason == "batch max: no batch found (nothing fits)"
+    # tenants of the refused case, and the mix beside it, share its verdict; those of a found one are planned
+    for o, want in ((nothing, False), (found, True)):
+        shared = planning.RunOptions.from_dict({**o.to_dict(), "modes": ["train"], "tenants": [2], "tenant_mix": True})
+        planned = {c.id: s for c, s in planning.plan(shared, m)}
+        assert len(planned) == 3 and {s.supported for s in planned.values()} == {want}, planned
     # in a sweep, max is one more point; where the profile's batch is also a point, that case is measured as usual
     swept = planning.RunOptions.from_dict(
         {**found.to_dict(), "modes": ["train"], "sweeps": ["batch=16,64,max"], "batch_size": None}

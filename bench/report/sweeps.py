@@ -139,7 +139,8 @@ def largest(run: RunData) -> list[Largest]:
     out = []
     for e in opts.get("max_batches") or []:
         if isinstance(e, (list, tuple)) and len(e) == 5:
-            out.append(Largest(str(e[0]), *(int(v) if isinstance(v, int) else None for v in e[1:4]), str(e[4])))
+            safe, max_ok, first_fail = (int(v) if isinstance(v, int) else None for v in e[1:4])
+            out.append(Largest(str(e[0]), safe, max_ok, first_fail, str(e[4])))
     return out
 
 
