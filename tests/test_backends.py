@@ -124,10 +124,13 @@ def test_torch_workers_see_only_their_devices_and_keras_runs_on_torch():
 
 
 def test_worker_environment_per_backend():
-    assert backends.worker_env("tensorflow", DeviceConfig("cpu", 2, True)) == {
+    assert backends.worker_env("tensorflow", DeviceConfig("cpu", 2, True), user_env={}) == {
         "KERAS_BACKEND": "tensorflow",  # a user's KERAS_BACKEND=jax cannot turn a TF worker into a JAX one
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "TF_CPU_ALLOCATOR_USE_BFC": "true",  # the CPU's allocator peak, on every CPU (a user's setting is kept)
     }
+    kept = backends.worker_env("tensorflow", DeviceConfig("cpu"), user_env={"TF_CPU_ALLOCATOR_USE_BFC": "false"})
+    assert kept["TF_CPU_ALLOCATOR_USE_BFC"] == "false"
     cpu = backends.worker_env("jax", DeviceConfig("cpu", 2, True))
     assert cpu["KERAS_BACKEND"] == "jax" and cpu["JAX_PLATFORMS"] == "cpu" and cpu["JAX_NUM_CPU_DEVICES"] == "2"
     assert backends.worker_env("jax", DeviceConfig("cpu"))["JAX_NUM_CPU_DEVICES"] == "1"

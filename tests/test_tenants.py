@@ -231,7 +231,10 @@ def test_the_mix_measures_a_latency_tenant_alone_and_beside_its_training_neighbo
     assert rec.case.neighbour_case().id == "mlp-train-cpu-fp32-b64"
     # one request per round: each round a latency of one 5 ms step, alone
     assert 0.004 < e["alone_latency_p50_s"] < 0.05 and e["latency_samples"] == e["rounds"] > 10
-    assert low < e["latency_p99_inflation"] < high  # a device taking turns makes the request wait
+    # a device taking turns makes the request wait: its median latency (one slot's wait, 1.98x when the machine is
+    # quiet) rises; the p99s, which a loaded CI machine's sleep overshoots move (1.23x seen), are recorded as read
+    assert low < e["latency_p50_s"] / e["alone_latency_p50_s"] < high
+    assert e["latency_p99_inflation"] == pytest.approx(e["latency_p99_s"] / e["alone_latency_p99_s"])
     assert e["neighbour_samples_per_s"] > 0 and "beside train at batch 64" in e["sharing_verdict"]
 
 

@@ -94,6 +94,10 @@ def worker_env(
             env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids[: device.count])
         return env
     if backend != "jax":
+        # TensorFlow keeps allocator stats on the CPU (get_memory_info: the case's memory peak) only with
+        # its BFC allocator there: without it some CPUs gave peaks, others "Allocator stats not available"
+        user = os.environ if user_env is None else user_env
+        env["TF_CPU_ALLOCATOR_USE_BFC"] = user.get("TF_CPU_ALLOCATOR_USE_BFC") or "true"
         return env
     env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     if device.kind == "cpu":

@@ -247,7 +247,7 @@ def efficiency(run: RunData) -> list:
                 num(r["flops_per_sample"], "{:,.0f}"),
                 num(r["achieved_tflops"], "{:.3f}"),
                 Cell(f"{r['peak_tflops_measured']:.3f}", cls="num", after=f"probe n={int(r['probe_n'])}")
-                if r.get("probe_n") and not pd.isna(r["peak_tflops_measured"])
+                if pd.notna(r.get("probe_n")) and pd.notna(r["peak_tflops_measured"])  # a case without a probe: NaN
                 else num(r["peak_tflops_measured"], "{:.3f}"),
                 _pct_of_peak(r["mfu_measured"]),
                 num(pct_ds, "{:.1f}"),
