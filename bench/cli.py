@@ -92,6 +92,7 @@ def parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--sweep", action="append", default=[], metavar="NAME=VALUES", help=sweep.HELP)
     r.add_argument("--grid", default="additive", help="additive (default): each --sweep alone; full: every combination")
+    r.add_argument("--every-point", action="store_true", help=sweep.EVERY_POINT_HELP)
     r.add_argument(
         "--virtual-devices",
         type=_nonneg_int,
@@ -201,6 +202,7 @@ RESUME_FLAGS: tuple[tuple[str, str, tuple], ...] = (
     ("sweep", "--sweep", ([],)),
     ("memory_limit", "--memory-limit", (None,)),
     ("grid", "--grid", ("additive",)),
+    ("every_point", "--every-point", (False,)),
 )
 
 
@@ -248,6 +250,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         parallelism=a.parallelism,
         sweeps=tuple(a.sweep),
         grid=a.grid,
+        every_point=a.every_point,
         memory_limit_gib=a.memory_limit,
     )
     prices = _prices(a.prices)  # a bad prices file fails before anything runs

@@ -101,6 +101,10 @@ FIGURE_COLUMNS = [
     "compile_cache",
     "cold_compile_s",
     "probe_case",  # the case whose worker measured the matmul peak (probed once per run, device and precision)
+    # the copy probe (y = x + 1 over copy_probe_bytes, read + write counted): the roofline's bandwidth roof
+    "mem_bw_gbps_per_device",
+    "copy_probe_bytes",
+    "copy_probe_case",
     "case_wall_s",  # the case's whole time in its worker: build, compile, rounds, latency or rate search
     # serve: the highest request rate whose p99 is certified under the SLO, and how it was found
     "max_rate_at_slo",

@@ -174,3 +174,29 @@ def _boot_crossings(
 
     s = medians(a) / medians(b)
     return np.array([first_crossing(xs, row) for row in s])
+
+
+CLEAR_POINTS = 2  # points beyond the bracket whose ratio CI lies above 1 before a sweep stops climbing
+
+
+def settled(xs: Sequence[int], a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], seed: int = 0) -> str | None:
+    """Whether the crossing of A over B along batch is answered, and no higher point is needed for it.
+
+    Answered (issue 26, cost under control): bracketed (a point whose ratio CI lies below 1 before
+    one whose CI lies above 1) and the CI above 1 at CLEAR_POINTS more points past the bracket,
+    with none below 1 after it. Returns the answer in words, or None where a higher point may still change it.
+    """
+    ratios = [stats.ratio_of_medians(ai, bi, seed=seed + i) for i, (ai, bi) in enumerate(zip(a, b))]
+    above = [i for i, r in enumerate(ratios) if r.ci_low > 1]
+    below = [i for i, r in enumerate(ratios) if r.ci_high < 1]
+    if not above or not any(i < above[0] for i in below):
+        return None
+    lo = max(i for i in below if i < above[0])
+    past = list(range(above[0] + 1, len(xs)))
+    if len(past) < CLEAR_POINTS or any(ratios[i].ci_low <= 1 for i in past):
+        return None
+    return (
+        f"bracketed at batch {xs[lo]}-{xs[above[0]]}, and the ratio's CI above 1 at batch "
+        + ", ".join(str(xs[i]) for i in past)
+        + " too"
+    )

@@ -38,6 +38,18 @@ class Probe:
 
 
 PROBE_REPS = 4  # matmuls per chain in the matmul probe
+COPY_BYTES = 256 * 2**20  # the copy probe's array: far beyond any last-level cache (the H200's L2: 50 MB)
+COPY_REPS = 4  # y = x + 1 passes per chain in the copy probe
+
+
+@dataclass(frozen=True)
+class CopyProbe:
+    """Reachable memory bandwidth of one device: each pass of y = x + 1 over ``n_bytes`` reads and writes them."""
+
+    gbps: float  # best (read + write) bytes per second over 1e9, STREAM's convention
+    n_bytes: int
+
+
 BUDGET_SLACK = 1.1  # the rounds may outlast the case budget by this factor (K rounds up)
 
 
@@ -47,6 +59,19 @@ def best_matmul_rate(run_chain: Callable[[], Any], n: int, budget_s: float) -> f
     ``run_chain`` runs a compiled, warmed-up chain of PROBE_REPS n x n matmuls and returns only
     once it has finished on the device.
     """
+    return _best_rate(run_chain, 2.0 * n**3 * PROBE_REPS, budget_s)
+
+
+def best_copy_rate(run_chain: Callable[[], Any], n_bytes: int, budget_s: float) -> float:
+    """Best bytes/s of ``run_chain``, a warmed-up chain of COPY_REPS passes of y = x + 1 over ``n_bytes``.
+
+    Each pass reads and writes the array: 2 x n_bytes moved (STREAM's counting, as its Scale and Add
+    kernels count). At least 3 timed runs, then up to ``budget_s`` and 50 runs.
+    """
+    return _best_rate(run_chain, 2.0 * n_bytes * COPY_REPS, budget_s)
+
+
+def _best_rate(run_chain: Callable[[], Any], work: float, budget_s: float) -> float:
     best, spent, rounds = 0.0, 0.0, 0
     while rounds < 3 or (spent < budget_s and rounds < 50):
         t0 = time.perf_counter()
@@ -54,7 +79,7 @@ def best_matmul_rate(run_chain: Callable[[], Any], n: int, budget_s: float) -> f
         dt = time.perf_counter() - t0
         spent += dt
         rounds += 1
-        best = max(best, 2.0 * n**3 * PROBE_REPS / dt)
+        best = max(best, work / dt)
     return best
 
 

@@ -166,6 +166,23 @@ def matmul_probe(device_name: str, spec: PrecisionSpec, n: int, budget_s: float)
     return Probe(best / 1e12, n, dtype.name)
 
 
+def copy_probe(device_name: str, n_bytes: int, budget_s: float) -> loop.CopyProbe:
+    """Best (read + write) bandwidth of ``device_name``: a chain of y = x + 1 over an fp32 array of ``n_bytes``."""
+    with tf.device(device_name):
+        x = tf.zeros((n_bytes // 4,), tf.float32)
+        # one pass per call, never one graph of several passes: auto-clustering (XLA) would fuse them
+        one = tf.function(lambda x: x + 1.0, jit_compile=False)
+
+        def run() -> None:
+            for _ in range(loop.COPY_REPS):
+                one(x)
+            sync()
+
+        run()
+        best = loop.best_copy_rate(run, n_bytes, budget_s)
+    return loop.CopyProbe(best / 1e9, n_bytes)
+
+
 def _device_key(name: str) -> tuple[str, int]:
     spec = tf.DeviceSpec.from_string(name)
     return (spec.device_type or "").upper(), int(spec.device_index or 0)

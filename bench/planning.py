@@ -75,6 +75,7 @@ class RunOptions:
     compile_cache: str = "auto"  # JAX's persistent compile cache: auto (the user's cache folder), off, or a folder
     sweeps: tuple[str, ...] = ()  # --sweep NAME=VALUES (bench.sweep): batch or a size knob
     grid: str = "additive"  # additive: each swept axis alone through the profile's point; full: every combination
+    every_point: bool = False  # a batch sweep measures every point (by default a pair's higher ones stop once answered)
     probe: bool = False  # a largest-batch probe (bench.maxbatch): the first look only, one warm-up step, no latencies
     # each case asked at its largest batch: (its id without the batch, the safe batch, the largest batch that
     # fit, the first that did not (each None where not found), what the search found, in words)

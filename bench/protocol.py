@@ -21,6 +21,7 @@ from typing import Any
 
 from bench.cases import Case, DeviceConfig
 from bench.profiles import Timing
+from bench.sweep import Climb
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,10 @@ class WorkerPlan:
     tenant: Mapping[str, Any] | None = None
     # matmul peaks measured earlier in the run on this device kind, by precision: tflops, n, dtype, case_id
     probes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # a batch sweep: the pairs of lines whose higher points need not be measured once answered (bench.sweep.Climb),
+    # and the per-round throughput of their cases measured earlier in the run
+    climb: tuple[Climb, ...] = ()
+    rounds: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
     @property
     def ids(self) -> list[str]:
@@ -75,6 +80,8 @@ class WorkerPlan:
             "skip": list(self.skip),
             "tenant": dict(self.tenant) if self.tenant else None,
             "probes": {k: dict(v) for k, v in self.probes.items()},
+            "climb": [c.to_dict() for c in self.climb],
+            "rounds": {k: list(v) for k, v in self.rounds.items()},
         }
 
     @classmethod
@@ -96,6 +103,8 @@ class WorkerPlan:
             skip=tuple(d.get("skip") or ()),
             tenant=d.get("tenant") or None,
             probes=d.get("probes") or {},
+            climb=tuple(Climb.from_dict(c) for c in d.get("climb") or ()),
+            rounds={str(k): [float(x) for x in v] for k, v in (d.get("rounds") or {}).items()},
         )
 
     def fingerprint(self, versions: Sequence[str] = ()) -> int:

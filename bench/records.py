@@ -65,7 +65,7 @@ def measured(case: Case, benchmark_record: dict, info: dict, round_times_s: list
 
 
 def probes_of(done: Sequence[storage.CaseRecord], device_kind: str, timing: Timing) -> dict[str, dict]:
-    """The matmul peaks this run already measured on ``device_kind``, by precision (for later workers).
+    """The matmul peaks this run already measured on ``device_kind``, by precision, and its copy probe under ``copy``.
 
     A peak is measured once per run, device kind and precision (time-to-answer.md: up to 12 s
     per fp32 GPU case otherwise) by the first case that needs it; ``case_id`` names that case.
@@ -74,7 +74,18 @@ def probes_of(done: Sequence[storage.CaseRecord], device_kind: str, timing: Timi
     out: dict[str, dict] = {}
     for r in done:
         e = r.info
-        if r.case.device_kind != device_kind or not e.get("peak_tflops_per_device") or r.case.tenants > 1:
+        if r.case.device_kind != device_kind or r.case.tenants > 1:
+            continue
+        if e.get("mem_bw_gbps_per_device") and e.get("copy_probe_bytes"):  # the copy probe: one per device kind
+            out.setdefault(
+                "copy",
+                {
+                    "gbps": float(e["mem_bw_gbps_per_device"]),
+                    "n_bytes": int(e["copy_probe_bytes"]),
+                    "case_id": str(e.get("copy_probe_case") or r.id),
+                },
+            )
+        if not e.get("peak_tflops_per_device"):
             continue
         if e.get("probe_n") != timing.probe_n[device_kind]:
             continue

@@ -1,8 +1,7 @@
 """Running a plan: one worker process per group of cases, results rewritten atomically.
 
-A group is a device configuration, and on GPUs its TF32 setting, and XLA on or off: cuDNN's
-autotune cache has no TF32 key and XLA with MirroredStrategy leaks threads, so neither may
-cross from one kind of case to another. The parent never imports TensorFlow. It writes
+Groups (``bench.groups``): a device configuration, its TF32 setting on GPUs, XLA on or off. The
+parent never imports TensorFlow. It writes
 ``results/<run-id>.json`` after every finished case (so ``kill -9`` at any moment leaves a
 valid file with every finished case), restarts a worker that died for the cases it had left,
 and records the case it died on as ``error``. A worker that reports no progress (heartbeats
@@ -17,11 +16,12 @@ from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench import __version__, backends, compile_cache, protocol, records, spread, storage, tenant_run, watchdog
-from bench.cases import TORCH_BACKENDS, Case, DeviceConfig
+from bench import __version__, backends, compile_cache, protocol, records, spread, storage, sweep, tenant_run, watchdog
+from bench.cases import Case
 from bench.cluster import Cluster
 from bench.devices import Machine
 from bench.errors import UserError
+from bench.groups import GroupKey, climbing_order, group_key, group_label, run_order
 from bench.planning import RunOptions, plan
 from bench.protocol import WorkerPlan
 from bench.provenance import ci_context, commit_info, machine_info, new_run_id, now, results_path
@@ -37,46 +37,6 @@ from bench.watchdog import (
     multi_gpu,
     start_worker,
 )
-
-# (device config, TF32 on GPUs, XLA, backend, the case for a one-case worker or "")
-GroupKey = tuple[DeviceConfig, bool | None, bool, str, str]
-
-
-def group_key(case: Case) -> GroupKey:
-    """The cases one worker may run: one backend, device config, TF32 on/off on GPUs (None on CPUs), TensorFlow's XLA.
-
-    JAX cannot reset its memory peak (jax-ml/jax#8096): a JAX GPU worker runs its cases smallest
-    first (:func:`run_order`), and a case whose lifetime peak is not above every earlier one's records
-    XLA's estimate of its step, said so (``bench.worker``); sharing saves a worker start (4-9 s on the H200).
-    """
-    tf32 = case.precision != "fp32" if case.device_kind == "gpu" else None
-    xla = case.xla and case.backend not in TORCH_BACKENDS  # torch.compile is per function: one worker for both
-    return case.device, tf32, xla, case.backend, ""
-
-
-def run_order(cases: list[Case], profile: str) -> list[Case]:
-    """A JAX GPU group smallest first (FLOPs of a step, a proxy of its memory), so peaks rise case by case."""
-    from workloads import WORKLOADS
-
-    if not cases or cases[0].backend != "jax" or cases[0].device_kind != "gpu":
-        return cases
-
-    def size(c: Case) -> float:
-        w = WORKLOADS[c.workload]
-        return float(w.model_flops_per_sample(w.size(profile, c.knobs), c.step_mode) * c.global_batch)
-
-    return sorted(cases, key=size)
-
-
-def group_label(key: GroupKey) -> str:
-    """``gpu2-tf32on-xla``, ``gpu1-tf32off``, ``cpu``, ``cpu2-virtual-jax`` (used in log names)."""
-    device, tf32, xla, backend, alone = key
-    if alone:
-        return alone
-    label = device.label + ("" if tf32 is None else "-tf32on" if tf32 else "-tf32off")
-    if backend != "tensorflow":
-        return f"{label}-{backend}"
-    return label + ("-xla" if xla else "")
 
 
 class Run:
@@ -106,6 +66,10 @@ class Run:
                 "runs one task per node that drives all its GPUs; launch with --ntasks-per-node=1"
             )
         self.progress = progress
+        # a batch sweep's pairs of lines, whose higher points a worker leaves out once answered (not in a cluster:
+        # its ranks must run the same cases)
+        asked = "batch" in [a.name for a in opts.axes] and not opts.every_point and cluster is None
+        self.climbs = sweep.climbs([c for c, sup in self.plan if sup.supported]) if asked else []
 
     @classmethod
     def new(
@@ -206,6 +170,8 @@ class Run:
             for c in todo:
                 if c.tenants == 1:
                     groups.setdefault(group_key(c), []).append(c)
+            if self.climbs:
+                groups = climbing_order(groups)
             for key, cases in groups.items():
                 self._run_group(key, run_order(cases, self.opts.profile), idle, bar, skip)
             self._repeat_workers(groups, idle, bar)
@@ -264,6 +230,9 @@ class Run:
 
     def _plan_for(self, key: GroupKey, cases: list[Case], idle: dict, skip: Collection[str]) -> WorkerPlan:
         device, backend = key[0], key[3]
+        ids = {c.id for c in cases}
+        mine = [c for c in self.climbs if c.ids & ids] if not self.repeat else []  # a repeat measures what it is given
+        wanted = set().union(*(c.ids for c in mine))
         gpu = (
             self.machine.jax_gpu_plan(device.kind, device.count)
             if backend != "tensorflow"  # JAX and torch name their GPUs by NVML UUID
@@ -287,6 +256,8 @@ class Run:
             probes={}
             if self.cluster
             else records.probes_of(storage.case_records(self.doc), device.kind, self.opts.timing),
+            climb=tuple(mine),
+            rounds={r.id: r.throughput_samples for r in storage.case_records(self.doc) if r.ok and r.id in wanted},
         )
 
     def _run_group(self, key: GroupKey, cases: list[Case], idle: dict, bar, skip: Collection[str] = ()) -> None:

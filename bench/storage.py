@@ -42,8 +42,9 @@ FORMAT = "accelbench-results"
 
 MEASURED_STATUSES = ("ok",)
 # slo_missed: a serve case that was measured (service times, capacity) and whose latency SLO no rate meets
-STATUSES = ("ok", "slo_missed", "unsupported", "numerics", "oom", "timeout", "error")
-NOT_FAILED = ("ok", "slo_missed", "unsupported")  # statuses that are answers, not failures
+# skipped: a batch sweep's higher point left unmeasured once its crossings were answered below it (bench.sweep)
+STATUSES = ("ok", "slo_missed", "unsupported", "skipped", "numerics", "oom", "timeout", "error")
+NOT_FAILED = ("ok", "slo_missed", "unsupported", "skipped")  # statuses that are answers, not failures
 
 
 class ResultsError(UserError):
@@ -410,7 +411,13 @@ def case_records(doc: dict) -> list[CaseRecord]:
 
 def status_sets(doc: dict) -> dict[str, set[str]]:
     """Case ids by status: ``ok``, ``failed`` (could not be measured), ``unsupported``."""
-    out: dict[str, set[str]] = {"ok": set(), "failed": set(), "unsupported": set(), "slo_missed": set()}
+    out: dict[str, set[str]] = {
+        "ok": set(),
+        "failed": set(),
+        "unsupported": set(),
+        "slo_missed": set(),
+        "skipped": set(),
+    }
     for r in case_records(doc):
         out["ok" if r.ok else "failed" if r.failed else r.status].add(r.id)
     return out

@@ -27,6 +27,10 @@ HELP = (
     "repeatable; each point is a case"
 )
 MAX_BATCH = 0  # a batch value standing for "the largest that fits" (bench.maxbatch resolves it per case)
+EVERY_POINT_HELP = (
+    "measure every point of a batch sweep (by default a pair's higher batches are left out once its crossover "
+    "is bracketed and the speed-up's CI lies above 1 at two more points)"
+)
 GRIDS = ("additive", "full")
 MAX_POINTS = 64  # values of one axis (pow2:1..1048576 has 21)
 _POW2 = re.compile(r"pow2:(\d{1,7})\.\.(\d{1,7})")
@@ -138,3 +142,108 @@ def cost_line(measured: Sequence[Any], opts: Any) -> str:
     return (
         f"{opts.grid} grid, points per workload: {shown}; {len(measured)} cases to measure, roughly {minutes:.0f} min"
     )
+
+
+def paired(pa: Mapping[str, str], pb: Mapping[str, str]) -> bool:
+    """Whether A is held against B: a device against the CPU at one precision, or a precision against fp32 on one device.
+
+    ``pa``/``pb``: two cases' id parts (``Case.id_parts``). The other parts (workload, mode, size,
+    backend, XLA) must match; callers group by them or check them.
+    """
+    if any(pa[k] != pb[k] for k in ("backend", "xla")):
+        return False
+    device_pair = pa["device"] != "cpu" and pb["device"] == "cpu" and pa["precision"] == pb["precision"]
+    precision_pair = pa["precision"] != "fp32" and pb["precision"] == "fp32" and pa["device"] == pb["device"]
+    return device_pair or precision_pair
+
+
+def label(parts: Mapping[str, str]) -> str:
+    """A configuration's name in a sweep: device, backend, precision, XLA."""
+    return " ".join(p for p in (parts["device"], parts["backend"], parts["precision"], parts["xla"]) if p)
+
+
+@dataclass(frozen=True)
+class Climb:
+    """A pair of batch lines (A over B, ``paired``) whose higher points a worker may leave unmeasured.
+
+    ``a``/``b``: (batch, case id) of each side, increasing. Once the pair's crossing is answered
+    (``bench.crossover.settled`` over the points below a case's batch), the case is not measured,
+    unless another pair of its line still needs it.
+    """
+
+    label: str  # "gpu1 fp32 over cpu fp32"
+    a: tuple[tuple[int, str], ...]
+    b: tuple[tuple[int, str], ...]
+
+    def to_dict(self) -> dict:
+        """JSON-ready (a worker plan's ``climb``)."""
+        return {"label": self.label, "a": [list(p) for p in self.a], "b": [list(p) for p in self.b]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Climb:
+        """Inverse of :meth:`to_dict`."""
+        side = lambda k: tuple((int(x), str(i)) for x, i in d[k])  # noqa: E731
+        return cls(str(d["label"]), side("a"), side("b"))
+
+    @property
+    def ids(self) -> set[str]:
+        """Every case id of both lines."""
+        return {i for _, i in (*self.a, *self.b)}
+
+    def batch_of(self, case_id: str) -> int:
+        """The batch of one of its cases."""
+        return next(x for x, i in (*self.a, *self.b) if i == case_id)
+
+
+def climbs(cases: Sequence[Any]) -> list[Climb]:
+    """The pairs of batch lines among ``cases`` (planned, supported ``Case``s) that can stop climbing.
+
+    A line: the train or infer cases, one per device, alone on it, that differ only in their batch.
+    Pairs as the report's crossover table pairs them, each sharing at least CLIMB_MIN batches.
+    """
+    lines: dict[str, tuple[dict[str, str], dict[int, str]]] = {}
+    for c in cases:
+        if c.mode not in ("train", "infer") or c.tenants != 1:
+            continue
+        parts, pts = lines.setdefault(c.id_without("batch"), (c.id_parts(), {}))
+        pts[c.per_replica_batch] = c.id
+    same = ("workload", "size", "mode", "parallelism", "slo", "tenants")
+    out = []
+    for pa, a in lines.values():
+        for pb, b in lines.values():
+            if a is b or any(pa[k] != pb[k] for k in same) or not paired(pa, pb):
+                continue
+            shared = sorted(a.keys() & b.keys())
+            if len(shared) >= CLIMB_MIN:
+                out.append(
+                    Climb(
+                        f"{label(pa)} over {label(pb)}",
+                        tuple((x, a[x]) for x in shared),
+                        tuple((x, b[x]) for x in shared),
+                    )
+                )
+    return out
+
+
+CLIMB_MIN = 4  # a bracket (2 points) and 2 more past it: a pair with fewer points never stops climbing
+
+
+def left_unmeasured(case_id: str, mine: Sequence[Climb], rounds: Mapping[str, Sequence[float]]) -> str | None:
+    """Why ``case_id`` need not be measured: every pair of its line answered below its batch (None: measure it).
+
+    ``rounds``: per-round throughput of the cases measured so far in this run.
+    """
+    from bench import crossover
+
+    hits = [c for c in mine if case_id in c.ids]
+    whys = []
+    for c in hits:
+        bx = c.batch_of(case_id)
+        pts = [(x, ia, ib) for (x, ia), (_, ib) in zip(c.a, c.b) if x < bx and rounds.get(ia) and rounds.get(ib)]
+        why = crossover.settled(
+            [x for x, _, _ in pts], [rounds[ia] for _, ia, _ in pts], [rounds[ib] for *_, ib in pts]
+        )
+        if why is None:
+            return None
+        whys.append(f"{c.label}: {why}")
+    return "; ".join(whys) if whys else None

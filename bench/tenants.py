@@ -137,7 +137,7 @@ def combine(
     info = records.base_info(case, first["run_id"], first.get("flops_per_sample"), first.get("model_flops_per_sample"))
     keep = (
         *("math_mode", "all_reduce", "framework", "devices", "pci_bus_ids", "params", "xla_scope", "compile_s"),
-        *("peak_tflops_per_device", "peak_tflops_measured", "probe_n", "probe_dtype"),
+        *("peak_tflops_per_device", "peak_tflops_measured", "probe_n", "probe_dtype", "mem_bw_gbps_per_device"),
         *("intra_op_threads", "inter_op_threads"),
     )
     info.update({key: first[key] for key in keep if key in first})

@@ -19,12 +19,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from bench import backends, protocol, stopping, storage
+from bench import backends, protocol, stopping, storage, sweep
 from bench.cases import Case
 from bench.coordination import coordinator
-from bench.precision import PrecisionSpec
 from bench.protocol import WorkerPlan
 from bench.rate_search import Unjudgeable
+from bench.worker_probes import ProbeSteps
 from bench.worker_serve import ServeSteps
 
 SERVE_ROUNDS_SHARE = 4  # a serve case's timed rounds take a quarter of the profile's case budget
@@ -38,7 +38,7 @@ def _tail(e: BaseException, limit: int = 300) -> str:
     return f"{type(e).__name__}: {text[-limit:]}"
 
 
-class WorkerSession(ServeSteps):
+class WorkerSession(ServeSteps, ProbeSteps):
     """Runs the cases of one plan; configured once per process.
 
     Progress goes to the spool as heartbeat lines (``{"heartbeat": {"case_id", "phase"}}``)
@@ -56,6 +56,8 @@ class WorkerSession(ServeSteps):
         self._stopper: stopping.Stopper | None = None
         self._lifetime = 0  # JAX: the highest allocator peak of this worker so far (it cannot be reset)
         self.skip: set[str] = set()
+        # a batch sweep's per-round throughput so far (earlier workers', then this one's): whether to climb on
+        self.rounds: dict[str, list[float]] = {k: list(v) for k, v in plan.rounds.items()}
         self._floor = 0.0  # serve: the harness floor of the case in hand (ms)
         self.setup_error: str | None = None
         self.coord = coordinator(plan)  # alone, or one node of a cluster
@@ -106,19 +108,6 @@ class WorkerSession(ServeSteps):
         """Tell the parent what this worker is doing now (progress for its watchdog and bar)."""
         self.spool.send(protocol.Heartbeat(case_id, phase))
 
-    def _probe(self, case_id: str, spec: PrecisionSpec) -> tuple[Any, str]:
-        """The matmul peak and the case that measured it: once per run, device kind and precision."""
-        if spec.name not in self.probes:
-            given = self.plan.probes.get(spec.name)
-            if given:  # an earlier worker of this run measured it
-                probe = self.loop.Probe(float(given["tflops"]), int(given["n"]), str(given["dtype"]))
-                self.probes[spec.name] = (probe, str(given["case_id"]))
-            else:
-                self.heartbeat(case_id, f"measuring the {spec.name} matmul peak")
-                probe = self.be.matmul_probe(spec, self.timing.probe_n[self.device.kind], self.timing.probe_budget_s)
-                self.probes[spec.name] = (probe, case_id)
-        return self.probes[spec.name]
-
     def run(self, case_id: str, benchmark: Any) -> None:
         """Measure one case and emit its record; a failure is a record with status and reason."""
         import pytest
@@ -131,6 +120,11 @@ class WorkerSession(ServeSteps):
         case = self.cases[case_id]
         started = time.perf_counter()
         info = records.case_info(case, self.plan.run_id, self.plan.profile)
+        answered = sweep.left_unmeasured(case_id, self.plan.climb, self.rounds) if not self.setup_error else None
+        if answered:  # a higher point of a batch sweep whose crossings are answered below it: not needed
+            info.update(status="skipped", reason=f"the sweep stopped climbing: {answered}")
+            self.spool.send(protocol.Record(records.unmeasured(case, info)))
+            pytest.skip(f"{case_id}: skipped: {info['reason']}")
         if self.setup_error:
             info.update(status="error", reason=self.setup_error)
             self.spool.send(protocol.Record(records.unmeasured(case, info)))
@@ -175,6 +169,7 @@ class WorkerSession(ServeSteps):
         if info["status"] == "ok":  # a tenant's rounds are its own (no pytest-benchmark rounds): its entry's shape
             entry = benchmark.stats.as_dict(include_data=True) if benchmark.stats else records.unmeasured(case, info)
             record = records.measured(case, entry, info, list(self._round_times))
+            self.rounds[case_id] = storage.CaseRecord.of(record).throughput_samples
         else:
             record = records.unmeasured(case, info)
         self.spool.send(protocol.Record(record))
@@ -249,18 +244,6 @@ class WorkerSession(ServeSteps):
             device_peak_mem_source="xla estimate" if est is not None else None,
             device_peak_mem_note=f"not attributable: {why}; {'the XLA estimate' if est else 'no estimate'} instead",
         )
-
-    def _peak(self, case: Case) -> dict:
-        """The matmul peak in the case's precision (once per precision and worker), for every chip of the case."""
-        probe, by = self._probe(case.id, case.precision_spec)  # the spec: policy, TF32, probe dtype, loss scaling
-        # the peak of every chip of the case, on every node: the throughput it is set against is global
-        return {
-            "peak_tflops_per_device": probe.tflops,
-            "peak_tflops_measured": probe.tflops * case.physical_devices,
-            "probe_n": probe.n,
-            "probe_dtype": probe.dtype,
-            "probe_case": by,
-        }
 
     def _build(self, case: Case, out: dict) -> tuple[Any, Any]:
         """Model, data and step; the first call timed as the compile (or the first step, when compiled ahead)."""

@@ -179,10 +179,13 @@ def test_executed_flops_are_the_dots_and_convolutions_of_xlas_step(jax_run):
 
 
 def test_every_case_says_why_its_rounds_stopped_and_the_peak_is_probed_once(jax_run):
-    """The stopping rule's record on every measured case; one matmul probe per precision for the whole run."""
+    """The stopping rule's record on every measured case; one matmul probe per precision and one copy probe for the run."""
     _, _, _, cases = jax_run
     measured = {cid: e for cid, e in cases.items() if e["status"] == "ok" and e["mode"] != "serve"}
     probes: dict[str, set] = {}
+    copies = {(e["copy_probe_case"], e["mem_bw_gbps_per_device"], e["copy_probe_bytes"]) for e in measured.values()}
+    ((by, gbps, n_bytes),) = copies  # the memory roof: measured once, by a case of this run, beyond any cache
+    assert by in measured and gbps > 0 and n_bytes == 256 * 2**20
     for cid, e in measured.items():
         # the smoke looks, or those a slow step's budget reaches (at least the first)
         assert e["ci_method"] == "median RCI (sign walk)" and e["ci_looks"] in ([6], [6, 10]), cid

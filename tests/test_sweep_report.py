@@ -12,7 +12,7 @@ from bench import storage
 sys.path.insert(0, str(DATA))
 import make_samples  # noqa: E402
 
-from bench.report import analysis, console, sweeps
+from bench.report import analysis, console, roofline, sweeps
 from bench.report.render import html_report, markdown_report
 
 BATCHES = [1, 4, 16, 64, 256]
@@ -95,3 +95,41 @@ def test_the_largest_batch_search_is_a_table_and_each_line_s_out_of_memory_wall_
 def test_a_run_asked_at_no_max_has_no_largest_batch_section(doc):
     assert sweeps.largest(analysis.load_run(doc)) == []
     assert "Largest batch that fits" not in html_report([doc]) and "Largest batch" not in markdown_report([doc])
+
+
+def test_the_roofline_sets_each_point_under_the_measured_roofs_and_states_its_share_of_peak():
+    doc = make_samples.gpu_shaped_grid()  # roofs: GPU 50 TFLOP/s and 3000 GB/s, CPU 2 TFLOP/s and 100 GB/s
+    run = analysis.load_run(doc)
+    charts = {title: (points, peaks, bw) for title, points, peaks, bw in roofline.charts_of(run)}
+    assert len(charts) == 4  # each width on each device
+    points, peaks, bw = charts["mlp train (width 256) on gpu1: roofline"]
+    assert peaks == {"gpu1 fp32": 50.0} and bw == 3000.0
+    pts = points["gpu1 fp32"]
+    assert [b for _, _, b in pts] == [1, 16, 256, 4096]
+    for intensity, tflops, b in pts:  # a step's 2e7 x b FLOPs over 1e6 fp32 weights; achieved from the median
+        assert intensity == pytest.approx(2e7 * b / 4e6)
+        assert tflops == pytest.approx(2e7 * b / (2e-3 + 0.5e-6 * b) / 1e12, rel=0.05)
+        assert tflops < min(50.0, 3000.0 * intensity / 1e3)  # under both roofs
+    rows = {(r[0], r[1]): r for r in roofline.rows(run)}
+    gpu = rows[("mlp train (width 256)", "gpu1 fp32")]
+    assert gpu[2:5] == ["50.0", "3,000", "16.7"]  # the ridge: 50 TFLOP/s over 3000 GB/s, in FLOP per byte
+    shares = dict(s.split(":") for s in gpu[5].split())
+    assert float(shares["4096"].rstrip("%")) == pytest.approx(100 * pts[-1][1] / 50.0, rel=1e-2)
+    assert roofline._share(1.5) == "150%!" and roofline._share(None) == "-"  # above its roof: a count is off
+    html = html_report([doc])
+    assert 'aria-label="mlp train (width 256) on gpu1: roofline: gpu1 fp32: batch 1 ' in html
+    assert "measured peak 50.0 TFLOP/s; bandwidth roof 3,000 GB/s" in html and "weight intensity" in html
+    md = markdown_report([doc])
+    assert "## Share of the measured peak along batch" in md and "| mlp train (width 256)  | gpu1 fp32 " in md
+    lines = [t for t in console.table(run).splitlines() if t.startswith("share of the measured peak: ")]
+    assert len(lines) == 4 and any(
+        t.startswith("share of the measured peak: mlp train (width 256) gpu1 fp32: 1:") for t in lines
+    )
+
+
+def test_where_no_copy_probe_ran_the_roofline_has_no_memory_roof_and_says_so(doc):
+    run = analysis.load_run(doc)  # an earlier run: matmul peaks recorded, no copy probe
+    found = roofline.charts_of(run)
+    assert found and all(bw is None and peaks for _, _, peaks, bw in found)
+    assert all(r[3] == "-" and r[4] == "-" for r in roofline.rows(run))
+    assert "bandwidth roof" not in html_report([doc])

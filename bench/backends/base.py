@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.cases import Case
-from bench.loop import Probe
+from bench.loop import CopyProbe, Probe
 from bench.precision import PrecisionSpec
 
 
@@ -58,6 +58,10 @@ class Backend:
 
     def matmul_probe(self, spec: PrecisionSpec, n: int, budget_s: float) -> Probe:
         """Best FLOP/s of a matmul chain on the first device in the spec's compute dtype and math."""
+        raise NotImplementedError
+
+    def copy_probe(self, n_bytes: int, budget_s: float) -> CopyProbe:
+        """Best memory bandwidth of the first device: y = x + 1 over an fp32 array of ``n_bytes`` (bench.loop)."""
         raise NotImplementedError
 
     def build(self, case: Case, profile: str) -> Step:

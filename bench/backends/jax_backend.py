@@ -30,7 +30,7 @@ from bench.backends.base import Backend, Step
 from bench.backends.layouts import bias_follows_kernel, layout_for
 from bench.cases import Case, DeviceConfig
 from bench.hlo_flops import dot_conv_flops
-from bench.loop import PROBE_REPS, PlacementError, Probe, best_matmul_rate
+from bench.loop import COPY_REPS, PROBE_REPS, CopyProbe, PlacementError, Probe, best_copy_rate, best_matmul_rate
 from bench.precision import PrecisionSpec, math_mode
 from workloads import WORKLOADS
 
@@ -106,6 +106,23 @@ class JaxBackend(Backend):
         run()
         best = best_matmul_rate(run, n, budget_s)
         return Probe(best / 1e12, n, jnp.dtype(dtype).name)
+
+    def copy_probe(self, n_bytes: int, budget_s: float) -> CopyProbe:
+        x = jax.device_put(jnp.zeros((n_bytes // 4,), jnp.float32), self.devices[0])
+
+        def chain(x: Any) -> Any:
+            for _ in range(COPY_REPS):
+                x = x + 1.0  # XLA fuses the passes into one: each is kept apart by the barrier below
+                x = jax.lax.optimization_barrier(x)
+            return x
+
+        fn = jax.jit(chain).lower(x).compile()
+
+        def run() -> None:
+            jax.block_until_ready(fn(x))
+
+        run()
+        return CopyProbe(best_copy_rate(run, n_bytes, budget_s) / 1e9, n_bytes)
 
     # -- building ---------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ import tensorflow as tf
 from bench import measure
 from bench.backends.base import Backend, Step
 from bench.cases import Case, DeviceConfig
-from bench.loop import Probe
+from bench.loop import CopyProbe, Probe
 from bench.precision import PrecisionSpec
 
 
@@ -54,6 +54,9 @@ class TFBackend(Backend):
 
     def matmul_probe(self, spec: PrecisionSpec, n: int, budget_s: float) -> Probe:
         return measure.matmul_probe(self.names[0], spec, n, budget_s)
+
+    def copy_probe(self, n_bytes: int, budget_s: float) -> CopyProbe:
+        return measure.copy_probe(self.names[0], n_bytes, budget_s)
 
     def build(self, case: Case, profile: str) -> Step:
         b = measure.build_case(case, profile, self.strategy, self.names)

@@ -26,7 +26,7 @@ import torch
 from bench import torch_ddp
 from bench.backends.base import Backend, Step
 from bench.cases import Case, DeviceConfig
-from bench.loop import PROBE_REPS, PlacementError, Probe, best_matmul_rate
+from bench.loop import COPY_REPS, PROBE_REPS, CopyProbe, PlacementError, Probe, best_copy_rate, best_matmul_rate
 from bench.precision import PrecisionSpec, math_mode
 
 CPU_MEMORY_REASON = "torch keeps no allocator statistics for the CPU (torch.cuda.max_memory_allocated is CUDA's)"
@@ -96,6 +96,21 @@ class TorchBackend(Backend):
         run()
         best = best_matmul_rate(run, n, budget_s)
         return Probe(best / 1e12, n, spec.compute_dtype)
+
+    def copy_probe(self, n_bytes: int, budget_s: float) -> CopyProbe:
+        x = torch.zeros(n_bytes // 4, dtype=torch.float32, device=self.dev)
+        y = torch.empty_like(x)
+
+        @torch.no_grad()
+        def run() -> None:
+            a, b = x, y
+            for _ in range(COPY_REPS):
+                torch.add(a, 1.0, out=b)
+                a, b = b, a
+            self.sync()
+
+        run()
+        return CopyProbe(best_copy_rate(run, n_bytes, budget_s) / 1e9, n_bytes)
 
     # -- building ---------------------------------------------------------------------------
 

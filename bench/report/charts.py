@@ -155,6 +155,65 @@ def heatmap(xs: list[int], ys: list[int], cells: dict, title: str, xlabel: str, 
     return _svg(fig, title + ": " + "; ".join(alt))
 
 
+def roofline(
+    points: dict[str, list[tuple[float, float, int]]],
+    peaks: dict[str, float],
+    bandwidth_gbps: float | None,
+    title: str,
+    xlabel: str,
+) -> str:
+    """Achieved TFLOP/s against arithmetic intensity (log-log), points coloured by batch, under the measured roofs.
+
+    ``points``: a configuration's (FLOP per byte, TFLOP/s, batch); ``peaks``: its measured compute roof
+    (TFLOP/s), a dashed line; ``bandwidth_gbps``: the measured memory roof (y = bandwidth x intensity),
+    dotted, where the copy probe ran. Markers tell the configurations apart, colour the batch (log2).
+    """
+    from matplotlib.colors import LogNorm
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    markers = "osD^v<>p"
+    batches = [b for pts in points.values() for _, _, b in pts]
+    norm = LogNorm(vmin=min(batches), vmax=max(max(batches), min(batches) + 1))
+    xs_all = [x for pts in points.values() for x, _, _ in pts]
+    lo, hi = min(xs_all) / 4, max(xs_all) * 4
+    alt = []
+    sc = None
+    for i, (name, pts) in enumerate(points.items()):
+        xs, ys, bs = zip(*sorted(pts))
+        sc = ax.scatter(xs, ys, c=bs, cmap="viridis", norm=norm, marker=markers[i % len(markers)],
+                        edgecolors="#333333", linewidths=0.5, label=name, zorder=3)  # fmt: skip
+        ax.plot(xs, ys, color="#999999", linewidth=0.8, zorder=2)
+        alt.append(
+            f"{name}: " + ", ".join(f"batch {b} {human(y)} TFLOP/s at {x:.3g} FLOP/B" for x, y, b in zip(xs, ys, bs))
+        )
+        peak = peaks.get(name)
+        if peak:
+            ax.axhline(peak, color="#555555", linestyle=(0, (4, 2 + i)), linewidth=1)
+            ax.annotate(f"{name}: measured peak {human(peak)} TFLOP/s", (lo, peak), fontsize=7,
+                        xytext=(2, 2), textcoords="offset points")  # fmt: skip
+            alt[-1] += f"; measured peak {human(peak)} TFLOP/s"
+    if bandwidth_gbps:
+        ridge = min(hi, max(peaks.values()) * 1e3 / bandwidth_gbps) if peaks else hi  # up to the highest roof
+        ax.plot([lo, ridge], [bandwidth_gbps * lo / 1e3, bandwidth_gbps * ridge / 1e3], color="#555555", linestyle=":",
+                linewidth=1.2, label=f"measured bandwidth {human(bandwidth_gbps)} GB/s")  # fmt: skip
+        alt.append(f"bandwidth roof {human(bandwidth_gbps)} GB/s")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    top = max([*peaks.values(), *(y for pts in points.values() for _, y, _ in pts)])
+    bottom = min(y for pts in points.values() for _, y, _ in pts)
+    ax.set_ylim(bottom / 4, top * 3)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("achieved TFLOP/s per device")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.18, 1.0), frameon=False)
+    if sc is not None:
+        bar = fig.colorbar(sc, ax=ax, shrink=0.8)
+        bar.set_label("batch per device")
+    return _svg(fig, title + ": " + "; ".join(alt))
+
+
 def power_trace(traces: dict[str, list[tuple[float, float]]], title: str, idle_w: float | None = None) -> str:
     """Instant power over the measurement window, one line per GPU."""
     fig, ax = plt.subplots(figsize=(6.5, 2.4))

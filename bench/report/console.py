@@ -6,7 +6,7 @@ import pandas as pd
 from tabulate import tabulate
 
 from bench import stopping
-from bench.report import reference, sharing, sweeps
+from bench.report import reference, roofline, sharing, sweeps
 from bench.report.analysis import RunData, baseline_id, fmt_ratio, speedups
 from bench.report.numbers import human
 from bench.telemetry.derive import busy_note
@@ -80,7 +80,9 @@ def table(run: RunData, tablefmt: str = "simple") -> str:
                 r["case_id"],
                 r["status"],
                 fmt_thr(r),
-                "baseline" if r["case_id"] == baseline_id(r) else fmt_ratio(sp.get(r["case_id"])),
+                "baseline"
+                if r["case_id"] == baseline_id(r) and r["status"] == "ok"
+                else fmt_ratio(sp.get(r["case_id"])),
                 (note or "")[:120],
             ]
         )
@@ -92,6 +94,6 @@ def table(run: RunData, tablefmt: str = "simple") -> str:
         text += f"\npublished: {c.case_id} is {c.sentence()}" + (f": {c.verdict.upper()}" if c.verdict else "")
     for t in sharing.tenant_records(run.doc):  # N tenants of one device against one alone
         text += f"\nsharing: {t.id} ({t.info.get('sharing_mode')}): {t.info.get('sharing_verdict')}"
-    for line in sweeps.console(run):  # a sweep: where one configuration starts to beat another
+    for line in sweeps.console(run) + roofline.console(run):  # a sweep: crossovers, largest batches, share of peak
         text += f"\n{line}"
     return text

@@ -13,7 +13,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from bench import __version__, stats, storage
-from bench.report import analysis, compare, headline, reference, resources, sections, serving, sharing, sweeps
+from bench.report import analysis, compare, headline, reference, resources, roofline, sections, serving, sharing, sweeps
 from bench.report import cost as costs
 from bench.report.analysis import RunData, fmt_ratio
 from bench.report.html import Cell, Para, Section, Table, unique_svg_ids
@@ -159,6 +159,7 @@ def html_report(
                 "ok": counts.get("ok", 0),
                 "unsupported": counts.get("unsupported", 0),
                 "slo_missed": counts.get("slo_missed", 0),
+                "skipped": counts.get("skipped", 0),
                 "failed": sum(v for k, v in counts.items() if k not in storage.NOT_FAILED),
                 "status": run.doc["run"].get("status"),
                 "not_run": len(analysis.not_run(run)),
@@ -190,7 +191,8 @@ def html_report(
             Section(f"Multi-device and multi-node scaling{sfx}", sections.scaling(run, pool)),
         ]
         if sweeps.axes(run):  # only a run with --sweep
-            parts.append(Section(f"Sweeps: where one configuration starts to pay{sfx}", sweeps.section(run)))
+            blocks = sweeps.section(run) + roofline.section(run)
+            parts.append(Section(f"Sweeps: where one configuration starts to pay{sfx}", blocks))
         if sweeps.largest(run):  # only a run with a case asked at max
             parts.append(Section(f"Largest batch that fits{sfx}", sweeps.largest_section(run)))
         if sharing.planned(run.doc):  # only a run with --tenants
@@ -299,6 +301,7 @@ def markdown_report(
                 "",
             ]
         out += sweeps.markdown(run)
+        out += roofline.markdown(run)
         out += sweeps.largest_markdown(run)
         out += reference.markdown(d, run.table)
         out += sharing.markdown(d)

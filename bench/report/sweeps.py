@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 from tabulate import tabulate
 
-from bench import crossover, stats
+from bench import crossover, stats, sweep
 from bench.batchsearch import HEADROOM
 from bench.cases import Case
 from bench.report import charts
@@ -48,6 +48,7 @@ class Line:
     energy: tuple[float | None, ...]  # J per sample where the case's energy was measured
     energy_reason: str  # why not, where a point has none
     without_batch: str = ""  # along batch: the cases' id less its batch (what a largest-batch search is keyed by)
+    ids: tuple[str, ...] = ()  # each point's case id
 
 
 def axes(run: RunData) -> list[str]:
@@ -62,21 +63,8 @@ def _measured(run: RunData) -> pd.DataFrame:
     return t[(t["status"] == "ok") & t["mode"].isin(["train", "infer"]) & (t["tenants"].fillna(1) == 1)]
 
 
-def _label(parts: dict) -> str:
-    """A configuration's name in a sweep: device, backend, precision, XLA."""
-    return " ".join(p for p in (parts["device"], parts["backend"], parts["precision"], parts["xla"]) if p)
-
-
-def _paired(pa: dict, pb: dict) -> bool:
-    """Whether A is held against B: a device against the CPU at one precision, or a precision against fp32 on one device.
-
-    The other parts (workload, mode, size, backend, XLA) must match; callers group by them or check them.
-    """
-    if any(pa[k] != pb[k] for k in ("backend", "xla")):
-        return False
-    device_pair = pa["device"] != "cpu" and pb["device"] == "cpu" and pa["precision"] == pb["precision"]
-    precision_pair = pa["precision"] != "fp32" and pb["precision"] == "fp32" and pa["device"] == pb["device"]
-    return device_pair or precision_pair
+_label = sweep.label
+_paired = sweep.paired
 
 
 def lines(run: RunData, axis: str) -> list[Line]:
@@ -112,11 +100,12 @@ def lines(run: RunData, axis: str) -> list[Line]:
                 tuple(float(r["samples_per_s_ci_low"]) for r in rows),
                 tuple(float(r["samples_per_s_ci_high"]) for r in rows),
                 tuple(e["pts"][x][1] for x in xs),
-                tuple(_number(r.get("energy_j_per_sample")) for r in rows),
+                tuple(number(r.get("energy_j_per_sample")) for r in rows),
                 next(
                     (str(r.get(k)) for r in rows for k in ("energy_reason", "cpu_energy_reason") if _text(r.get(k))), ""
                 ),
                 Case.of(rows[0]).id_without("batch") if axis == "batch" else "",
+                tuple(str(r["case_id"]) for r in rows),
             )
         )
     return out
@@ -197,7 +186,8 @@ def pairs(found: list[Line], axis: str) -> list[tuple[Line, Line, crossover.Cros
     return out
 
 
-def _number(v: object) -> float | None:
+def number(v: object) -> float | None:
+    """A positive, finite figure, else None (not measured)."""
     return float(v) if isinstance(v, (int, float)) and v == v and v > 0 else None  # type: ignore[operator]
 
 
@@ -252,7 +242,8 @@ def heatmaps(run: RunData) -> list[tuple[str, list[int], list[int], dict]]:
     return out
 
 
-def _where(line: Line, axis: str) -> str:
+def where_of(line: Line, axis: str) -> str:
+    """Where a line lies: its workload, mode and what is held fixed along ``axis``."""
     workload, mode, fixed = line.group
     if axis == "batch":
         size = ", ".join(f"{k} {v}" for k, v in fixed) or "profile size"
@@ -274,9 +265,26 @@ def rows(run: RunData) -> list[tuple[str, Line, Line, crossover.Crossover]]:
     return [(axis, a, b, x) for axis in axes(run) for a, b, x in pairs(lines(run, axis), axis)]
 
 
+def stopped(run: RunData) -> list[tuple[str, str]]:
+    """The points a batch sweep left unmeasured once its crossings were answered: (case id, why)."""
+    t = run.table
+    left = t[t["status"] == "skipped"].sort_values("per_replica_batch", kind="stable")
+    return [(str(r["case_id"]), str(r["reason"])) for _, r in left.iterrows()]
+
+
 def section(run: RunData) -> list:
     """Charts of throughput along each axis and the crossover table (HTML blocks)."""
     blocks: list = []
+    left = stopped(run)
+    if left:
+        blocks.append(
+            Para(
+                f"{len(left)} higher batch point{'s' if len(left) > 1 else ''} not measured: "
+                + "; ".join(f"{cid} ({why})" for cid, why in left)
+                + ". Run with --every-point to measure them all.",
+                cls="na",
+            )
+        )
     found_pairs = []
     for axis in axes(run):
         found = lines(run, axis)
@@ -286,7 +294,7 @@ def section(run: RunData) -> list:
         found_pairs += [(axis, a, b, x) for a, b, x in pairs(found, axis)]
         for group in dict.fromkeys(line.group for line in found):
             mine = [line for line in found if line.group == group]
-            title = f"{_where(mine[0], axis)}: samples/s against {axis}"
+            title = f"{where_of(mine[0], axis)}: samples/s against {axis}"
             series = {line.label: list(zip(line.xs, line.medians, line.lows, line.highs)) for line in mine}
             walls = _walls(run, mine) if axis == "batch" else {}
             blocks.append(Svg(charts.along(series, title, axis, walls)))
@@ -298,7 +306,7 @@ def section(run: RunData) -> list:
         model = "-" if x.model_x is None else f"{x.model_x:.3g}"
         table.append(
             [
-                _where(a, axis),
+                where_of(a, axis),
                 f"{a.label} vs {b.label}",
                 Cell(" ".join(f"{v}:{'~' if r.spans_one else ''}{human(r.value)}x" for v, r in zip(x.xs, x.ratios))),
                 Cell(x.sentence(a.label, b.label, axis), cls="warn" if x.non_monotone else ""),
@@ -340,26 +348,30 @@ def largest_markdown(run: RunData) -> list[str]:
 def markdown(run: RunData) -> list[str]:
     """The crossover table in Markdown (empty where the run swept nothing)."""
     found = rows(run)
-    if not found:
-        return []
     table = [
         [
-            md(_where(a, axis)),
+            md(where_of(a, axis)),
             md(f"{a.label} vs {b.label}"),
             md(x.sentence(a.label, b.label, axis)),
             md(energy(a, b, axis)),
         ]
         for axis, a, b, x in found
     ]
-    return [
-        "## Crossovers along the swept axes",
-        "",
-        tabulate(table, headers=["where", "A vs B", "crossover", "energy per sample"], tablefmt="github"),
-        "",
-    ]
+    out = (
+        [
+            "## Crossovers along the swept axes",
+            "",
+            tabulate(table, headers=["where", "A vs B", "crossover", "energy per sample"], tablefmt="github"),
+            "",
+        ]
+        if found
+        else []
+    )
+    return out
 
 
 def console(run: RunData) -> list[str]:
     """One line per crossover, for the console table."""
-    out = [f"crossover: {_where(a, axis)}: {x.sentence(a.label, b.label, axis)}" for axis, a, b, x in rows(run)]
+    out = [f"crossover: {where_of(a, axis)}: {x.sentence(a.label, b.label, axis)}" for axis, a, b, x in rows(run)]
+    out += [f"not measured: {cid}: {why}" for cid, why in stopped(run)]
     return out + [f"largest batch: {e.case}: measured at {_batch(e.safe)} ({e.found})" for e in largest(run)]

@@ -278,7 +278,12 @@ def gpu_shaped_grid():
             for kind, (t0, c) in (("gpu", (2e-3, 0.5e-6)), ("cpu", (1e-4, 20e-6))):
                 case = Case("mlp", "train", kind, 1, False, "fp32", False, b, knobs=(("width", width),))
                 rec = measured(case, b / (t0 + c * b * width / 256), "grid-run", ["NVIDIA H100 80GB HBM3"], 300.0)
-                rec["extra_info"]["size_width"] = width
+                e = rec["extra_info"]
+                # a step's FLOPs and weights that keep the points under the roofs: 20 MFLOP and 1M parameters at width 256
+                e.update(size_width=width, flops_per_sample=2e7 * width / 256, params=int(1e6 * width / 256))
+                peak, bw = (50.0, 3000.0) if kind == "gpu" else (2.0, 100.0)  # the matmul and copy probes
+                e.update(achieved_tflops=e["flops_per_sample"] * e["samples_per_s"] / 1e12, peak_tflops_per_device=peak)
+                e.update(peak_tflops_measured=peak, mfu_measured=e["achieved_tflops"] / peak, mem_bw_gbps_per_device=bw)
                 storage.add_record(doc, rec)
     return doc
 
