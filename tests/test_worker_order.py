@@ -29,6 +29,11 @@ class Recorder(Backend):
         self.held = max(self.held, 3 * n * n * 4)
         return Probe(100.0, n, "float32")
 
+    def copy_probe(self, n_bytes, budget_s):
+        self.calls.append("copy")
+        self.held = max(self.held, 2 * n_bytes)  # its array and the pass's output
+        return loop.CopyProbe(500.0, n_bytes)
+
     def memory_peaks(self, virtual_cpu):
         self.calls.append("peaks")
         return [self.held]
@@ -72,7 +77,11 @@ def _worker(be: Recorder) -> worker.WorkerSession:
     w._timed = timed
     w._after = lambda case, built, last, rate=None: {}
     w.loop = SimpleNamespace(
-        summarize=lambda case, data, k, rank=None: {"samples_per_s": 50.0}, Probe=Probe, warm_up=loop.warm_up
+        summarize=lambda case, data, k, rank=None: {"samples_per_s": 50.0},
+        Probe=Probe,
+        warm_up=loop.warm_up,
+        CopyProbe=loop.CopyProbe,
+        COPY_BYTES=loop.COPY_BYTES,
     )
     w.telemetry = SimpleNamespace(derive=lambda window, samples, idle: {})
     w.coord = coordination.Solo()  # alone: the real coordinator of a one-process worker
@@ -89,13 +98,14 @@ def test_the_probe_never_inflates_a_memory_peak_that_cannot_be_reset(resets):
     be = Recorder(resets)
     out = _worker(be)._measure(CASE, SimpleNamespace(disabled=False), {"flops_per_sample": 10})
     assert out["device_peak_mem_bytes"] == 1000  # the case's working set, not the probe's matrices
+    assert out["mem_bw_gbps_per_device"] == 500.0 and out["copy_probe_bytes"] == loop.COPY_BYTES
     assert out["peak_tflops_measured"] == 100.0 and out["mfu_measured"] == pytest.approx(50.0 * 10 / 1e12 / 100.0)
     calls = be.calls
     if resets:  # TensorFlow: probe first, the peak reset before the build, both peaks kept
         assert calls.index("probe") < calls.index("reset") and "device_peak_mem_compile_bytes" in out
     else:  # JAX: every peak is read before the probe runs, and one peak is recorded, not two
         # the one read after the probe is the worker's lifetime peak (for the next case), never this case's
-        assert calls[-2:] == ["probe", "peaks"] and calls.count("peaks") == 2
+        assert calls[-3:] == ["probe", "copy", "peaks"] and calls.count("peaks") == 2
         assert "device_peak_mem_compile_bytes" not in out
 
 
