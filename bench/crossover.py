@@ -122,8 +122,7 @@ def analyse(
     the t0 + c x b fit applies.
     """
     ratios = tuple(stats.ratio_of_medians(ai, bi, n_boot=n_boot, seed=seed + i) for i, (ai, bi) in enumerate(zip(a, b)))
-    above = [i for i, r in enumerate(ratios) if r.ci_low > 1]
-    below = [i for i, r in enumerate(ratios) if r.ci_high < 1]
+    above, below = _clear(ratios)
     values = [r.value for r in ratios]
     signs = [v >= 1 for v in values]
     non_monotone = sum(1 for p, q in zip(signs, signs[1:]) if p != q) > 1
@@ -159,6 +158,11 @@ def analyse(
     return Crossover(tuple(xs), ratios, verdict, low, high, estimate, ci_lo, ci_hi, share, non_monotone, fits, model_x)
 
 
+def _clear(ratios: Sequence[stats.Ratio]) -> tuple[list[int], list[int]]:
+    """The points whose ratio CI lies wholly above 1, and those wholly below (the bracket's ends come from them)."""
+    return [i for i, r in enumerate(ratios) if r.ci_low > 1], [i for i, r in enumerate(ratios) if r.ci_high < 1]
+
+
 def _boot_crossings(
     xs: Sequence[int], a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], n_boot: int, seed: int
 ) -> np.ndarray:
@@ -187,8 +191,7 @@ def settled(xs: Sequence[int], a: Sequence[Sequence[float]], b: Sequence[Sequenc
     with none below 1 after it. Returns the answer in words, or None where a higher point may still change it.
     """
     ratios = [stats.ratio_of_medians(ai, bi, seed=seed + i) for i, (ai, bi) in enumerate(zip(a, b))]
-    above = [i for i, r in enumerate(ratios) if r.ci_low > 1]
-    below = [i for i, r in enumerate(ratios) if r.ci_high < 1]
+    above, below = _clear(ratios)
     if not above or not any(i < above[0] for i in below):
         return None
     lo = max(i for i in below if i < above[0])

@@ -233,6 +233,7 @@ class Run:
         ids = {c.id for c in cases}
         mine = [c for c in self.climbs if c.ids & ids] if not self.repeat else []  # a repeat measures what it is given
         wanted = set().union(*(c.ids for c in mine))
+        done = storage.case_records(self.doc)
         gpu = (
             self.machine.jax_gpu_plan(device.kind, device.count)
             if backend != "tensorflow"  # JAX and torch name their GPUs by NVML UUID
@@ -253,11 +254,9 @@ class Run:
             cluster=self.cluster.to_dict() if self.cluster else None,
             skip=tuple(sorted(skip)),
             # probed once per run, device kind and precision; a cluster's nodes each probe their own
-            probes={}
-            if self.cluster
-            else records.probes_of(storage.case_records(self.doc), device.kind, self.opts.timing),
+            probes={} if self.cluster else records.probes_of(done, device.kind, self.opts.timing),
             climb=tuple(mine),
-            rounds={r.id: r.throughput_samples for r in storage.case_records(self.doc) if r.ok and r.id in wanted},
+            rounds={r.id: r.throughput_samples for r in done if r.ok and r.id in wanted},
         )
 
     def _run_group(self, key: GroupKey, cases: list[Case], idle: dict, bar, skip: Collection[str] = ()) -> None:

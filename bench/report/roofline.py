@@ -8,6 +8,7 @@ step's weight intensity (ParaDnn's convention), stated where shown.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 import pandas as pd
@@ -81,7 +82,7 @@ def _share(share: float | None) -> str:
 
 
 def _median(values: list[float]) -> float | None:
-    return sorted(values)[len(values) // 2] if values else None
+    return statistics.median_high(values) if values else None  # a measured value, never a mean of two
 
 
 def points(run: RunData) -> list[tuple[Line, list[Roof]]]:
@@ -96,8 +97,12 @@ def charts_of(
     run: RunData,
 ) -> list[tuple[str, dict[str, list[tuple[float, float, int]]], dict[str, float], float | None]]:
     """Per batch-swept group, device and backend: (title, points by configuration, compute roofs, memory roof)."""
+    return _charts(points(run))
+
+
+def _charts(lined: list[tuple[Line, list[Roof]]]) -> list:
     found: dict[tuple, tuple[str, dict, dict, list]] = {}
-    for line, roofs in points(run):
+    for line, roofs in lined:
         pts = [(p.intensity, p.tflops, p.batch) for p in roofs if p.intensity and p.tflops]
         if len(pts) < 2:
             continue
@@ -114,8 +119,12 @@ def charts_of(
 
 def rows(run: RunData) -> list[list[str]]:
     """Per batch line: where, configuration, measured peak, bandwidth, ridge point, share of peak at each batch."""
+    return _rows(points(run))
+
+
+def _rows(lined: list[tuple[Line, list[Roof]]]) -> list[list[str]]:
     out = []
-    for line, roofs in points(run):
+    for line, roofs in lined:
         peak = _median([p.peak for p in roofs if p.peak])
         bw = _median([p.bandwidth_gbps for p in roofs if p.bandwidth_gbps])
         ridge = f"{1e3 * peak / bw:.3g}" if peak and bw else "-"
@@ -126,8 +135,9 @@ def rows(run: RunData) -> list[list[str]]:
 
 def section(run: RunData) -> list:
     """The roofline charts and the share-of-peak table (HTML blocks; empty where the run swept no batch)."""
-    blocks: list = [Svg(charts.roofline(pts, peaks, bw, title, XLABEL)) for title, pts, peaks, bw in charts_of(run)]
-    found = rows(run)
+    lined = points(run)  # the lines once, for the charts and the table
+    blocks: list = [Svg(charts.roofline(pts, peaks, bw, title, XLABEL)) for title, pts, peaks, bw in _charts(lined)]
+    found = _rows(lined)
     if found:
         cells = [[*r[:2], *(Cell(v, cls="num") for v in r[2:5]), Cell(r[5])] for r in found]
         blocks += [Table(HEADERS, cells, label="roofline and share of peak"), Para(NOTE, small=True)]

@@ -63,10 +63,6 @@ def _measured(run: RunData) -> pd.DataFrame:
     return t[(t["status"] == "ok") & t["mode"].isin(["train", "infer"]) & (t["tenants"].fillna(1) == 1)]
 
 
-_label = sweep.label
-_paired = sweep.paired
-
-
 def lines(run: RunData, axis: str) -> list[Line]:
     """The measured train and infer cases along ``axis``, one line per configuration with two or more points."""
     found: dict[tuple, dict] = {}
@@ -82,7 +78,7 @@ def lines(run: RunData, axis: str) -> list[Line]:
                 continue
             x, fixed = int(r[col]), (tuple(kv for kv in case.knobs if kv[0] != axis), parts["batch"])
         group = (parts["workload"], parts["mode"], fixed)
-        entry = found.setdefault((group, _label(parts)), {"parts": parts, "pts": {}})
+        entry = found.setdefault((group, sweep.label(parts)), {"parts": parts, "pts": {}})
         entry["pts"][x] = (r, run.samples.get(str(r["case_id"])) or [])
     out = []
     for (group, label), e in found.items():
@@ -175,7 +171,7 @@ def pairs(found: list[Line], axis: str) -> list[tuple[Line, Line, crossover.Cros
     out = []
     for a in found:
         for b in found:
-            if a is b or a.group != b.group or not _paired(a.parts, b.parts):
+            if a is b or a.group != b.group or not sweep.paired(a.parts, b.parts):
                 continue
             xs = [x for x in a.xs if x in b.xs and a.rounds[a.xs.index(x)] and b.rounds[b.xs.index(x)]]
             if len(xs) < 2:
@@ -223,12 +219,12 @@ def heatmaps(run: RunData) -> list[tuple[str, list[int], list[int], dict]]:
         if col not in r or pd.isna(r[col]) or any(k != knob for k, _ in case.knobs):
             continue
         parts = case.id_parts()
-        _, cells_of = configs.setdefault((parts["workload"], parts["mode"], _label(parts)), (parts, {}))
+        _, cells_of = configs.setdefault((parts["workload"], parts["mode"], sweep.label(parts)), (parts, {}))
         cells_of[(case.per_replica_batch, int(r[col]))] = run.samples.get(str(r["case_id"])) or []
     out = []
     for a, (pa, ca) in configs.items():
         for b, (pb, cb) in configs.items():
-            if a[:2] != b[:2] or not _paired(pa, pb):
+            if a[:2] != b[:2] or not sweep.paired(pa, pb):
                 continue
             cells = {}
             for xy in ca.keys() & cb.keys():
