@@ -96,6 +96,7 @@ FIGURE_COLUMNS = [
     "ci_target_rel",
     "ci_achieved_rel",
     "stop_reason",
+    "ci_foreseen_cap_rel",  # a futile stop: the half-width the cap's rounds were foreseen to give
     "target_missed",
     # the persistent compile cache: off, miss, hit (or partial); a hit's compile_s is the load, cold_compile_s the first compile's
     "compile_cache",

@@ -37,8 +37,14 @@ class Solo:
     def setup_failed(self, message: str, fatal: Callable[[str], None]) -> None:
         """Alone, every case records the setup error and the worker goes on to the end."""
 
-    def calibrate(self, step_and_sync: Callable[[], None], timing: Timing) -> float:
-        """Seconds per step: 2 steps (1 that outlasts a round: K is 1 anyway), up to 0.2 s (or a round) of them."""
+    def calibrate(self, step_and_sync: Callable[[], None], timing: Timing, warm_step_s: float | None = None) -> float:
+        """Seconds per step: 2 steps (1 that outlasts a round: K is 1 anyway), up to 0.2 s (or a round) of them.
+
+        A last warm-up step (``warm_step_s``) that already outlasted a round says K is 1: no step
+        is run for it (a 12 s CNN training step on two CPU cores costs one less).
+        """
+        if warm_step_s is not None and warm_step_s >= timing.round_s:
+            return warm_step_s
         n, t0 = 0, time.perf_counter()
         while n < 1 or (n < 2 and time.perf_counter() - t0 < timing.round_s):
             step_and_sync()
@@ -112,8 +118,8 @@ class ClusterCoordinator(Solo):
         """The other nodes cannot go on without this one: stop the run here."""
         fatal(f"rank {self.rank}: {message}")
 
-    def calibrate(self, step_and_sync: Callable[[], None], timing: Timing) -> float:
-        """A step count every node shares, then the slowest node's step time."""
+    def calibrate(self, step_and_sync: Callable[[], None], timing: Timing, warm_step_s: float | None = None) -> float:
+        """A step count every node shares, then the slowest node's step time (a warm-up step is one node's: unused)."""
         t0 = time.perf_counter()
         for _ in range(CALIBRATION_STEPS):
             step_and_sync()
@@ -180,8 +186,8 @@ class DDPCoordinator(Solo):
         """The other ranks cannot go on without this one."""
         fatal(f"rank {self.rank}: {message}")
 
-    def calibrate(self, step_and_sync: Callable[[], None], timing: Timing) -> float:
-        """A step count every rank shares, then the slowest rank's step time."""
+    def calibrate(self, step_and_sync: Callable[[], None], timing: Timing, warm_step_s: float | None = None) -> float:
+        """A step count every rank shares, then the slowest rank's step time (a warm-up step is one rank's: unused)."""
         t0 = time.perf_counter()
         for _ in range(CALIBRATION_STEPS):
             step_and_sync()

@@ -97,17 +97,20 @@ def plan_rounds(step_s: float, timing: Timing) -> tuple[int, Schedule]:
     return k, timing.schedule.within(r)
 
 
-def warm_up(step: Callable[[], Any], sync: Callable[[], Any], steps: int, bound_s: float) -> int:
-    """Up to ``steps`` warm-up steps, ending once they have lasted ``bound_s`` (at least one); how many ran.
+def warm_up(step: Callable[[], Any], sync: Callable[[], Any], steps: int, bound_s: float) -> tuple[int, float]:
+    """Up to ``steps`` warm-up steps, ending once they have lasted ``bound_s`` (at least one): (how many, the last's s).
 
-    Each is synced (untimed), so the bound sees the device's time, not the enqueue's.
+    Each is synced (untimed), so the bound sees the device's time, not the enqueue's. The last
+    step's seconds let a step that outlasts a round skip calibration (``Solo.calibrate``).
     """
-    n, t0 = 0, time.perf_counter()
+    n, t0, last = 0, time.perf_counter(), 0.0
     while n < steps and (n == 0 or time.perf_counter() - t0 < bound_s):
+        t1 = time.perf_counter()
         step()
         sync()
+        last = time.perf_counter() - t1
         n += 1
-    return n
+    return n, last
 
 
 class StopRounds(Exception):

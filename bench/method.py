@@ -49,6 +49,7 @@ def markdown() -> str:
             target_cpu=f"{100 * std.ci_target['cpu']:g}",
             target_cpu_smoke=f"{100 * smoke.ci_target['cpu']:g}",
             max_lag1=f"{stopping.MAX_LAG1:g}",
+            futile_factor=f"{stopping.FUTILE_FACTOR:g}",
             clock_pct=f"{100 * stopping.CLOCK_DRIFT:g}",
             temp_c=f"{stopping.TEMP_RISE_C:g}",
             unstable_pct=f"{stats.UNSTABLE_CV * 100:.0f}",

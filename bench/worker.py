@@ -54,6 +54,7 @@ class WorkerSession(ServeSteps, ProbeSteps):
         self.cases = {c.id: c for c in plan.cases}
         self.probes: dict[str, Any] = {}
         self._stopper: stopping.Stopper | None = None
+        self._warm_step_s: float | None = None  # the last warm-up step of the case in hand (seconds)
         self._lifetime = 0  # JAX: the highest allocator peak of this worker so far (it cannot be reset)
         self.skip: set[str] = set()
         # a batch sweep's per-round throughput so far (earlier workers', then this one's): whether to climb on
@@ -269,7 +270,7 @@ class WorkerSession(ServeSteps, ProbeSteps):
         self.heartbeat(case.id, "warm-up")
         # a cluster's ranks step together: each runs the count, whatever its own clock says
         bound = math.inf if self.coord.lockstep else self.timing.warmup_s
-        n = self.loop.warm_up(built.step, be.sync, self.timing.warmup_steps, bound)
+        n, self._warm_step_s = self.loop.warm_up(built.step, be.sync, self.timing.warmup_steps, bound)
         # the compile-time peak (autotune scratch, XLA's compiler) is its own figure; the
         # steady-state peak is measured from here on. Without a reset (JAX) both would be one
         # lifetime peak: only the case's peak is recorded
@@ -292,7 +293,7 @@ class WorkerSession(ServeSteps, ProbeSteps):
         timing = self.timing
         if case.mode == "serve":  # its rounds give only the capacity bound: the rate search is the figure
             timing = dataclasses.replace(timing, case_budget_s=timing.case_budget_s / SERVE_ROUNDS_SHARE)
-        k, schedule = self.loop.plan_rounds(self.coord.calibrate(step_and_sync, timing), timing)
+        k, schedule = self.loop.plan_rounds(self.coord.calibrate(step_and_sync, timing, self._warm_step_s), timing)
         rounds = schedule.cap
         window = self.telemetry.Window(
             self.gpus, self.host, interval_s=self.plan.sampler_interval_s, threaded=self.plan.sampler

@@ -79,9 +79,12 @@ def test_calibration_takes_one_step_that_outlasts_a_round_and_warm_up_ends_on_it
     quick, calls = step(2**-6)  # exact in binary: the clock adds up without rounding
     assert Solo().calibrate(quick, t) == 2**-6 and len(calls) == 13  # 0.2 s of them
     slow, calls = step(12.0)
-    assert loop.warm_up(slow, lambda: None, t.warmup_steps, t.warmup_s) == 1 == len(calls)
+    assert loop.warm_up(slow, lambda: None, t.warmup_steps, t.warmup_s) == (1, 12.0) and len(calls) == 1
+    # a warm-up step that outlasted a round is the calibration: K is 1, no step more
+    assert Solo().calibrate(slow, t, warm_step_s=12.0) == 12.0 and len(calls) == 1
+    assert Solo().calibrate(slow, t, warm_step_s=0.5) == 12.0 and len(calls) == 2  # shorter than a round: calibrate
     mid, calls = step(1.25)
-    assert loop.warm_up(mid, lambda: None, t.warmup_steps, t.warmup_s) == 3  # 2.5 s < 3 s: one more
+    assert loop.warm_up(mid, lambda: None, t.warmup_steps, t.warmup_s) == (3, 1.25)  # 2.5 s < 3 s: one more
     quick, calls = step(0.01)
-    assert loop.warm_up(quick, lambda: None, t.warmup_steps, t.warmup_s) == t.warmup_steps
-    assert loop.warm_up(slow, lambda: None, t.warmup_steps, math.inf) == t.warmup_steps  # a cluster: the count
+    assert loop.warm_up(quick, lambda: None, t.warmup_steps, t.warmup_s)[0] == t.warmup_steps
+    assert loop.warm_up(slow, lambda: None, t.warmup_steps, math.inf)[0] == t.warmup_steps  # a cluster: the count

@@ -83,13 +83,44 @@ def test_a_gpu_shaped_case_stops_at_the_first_look():
 
 
 def test_a_noisy_case_runs_to_the_cap_and_says_so():
+    # CV 3% against +-2%: the cap's interval is foreseen near the target, so the rounds go on to it
     s = Stopper(SCHEDULES["standard"], 0.02, 20)
-    assert run(s, rounds(0.12, 30, seed=3)) == 20
+    assert run(s, rounds(0.03, 30, seed=4)) == 20
     rec = s.record()
     assert rec["stop_reason"] == "cap_reached" and rec["target_missed"] and rec["ci_rank"] == 5
-    assert rec["ci_achieved_rel"] > 0.02
+    assert rec["ci_achieved_rel"] > 0.02 and rec["ci_foreseen_cap_rel"] is None  # foreseen at 10: +-2.1%
     text = stopping.describe_miss(0.02, rec["ci_achieved_rel"], 20, rec["stop_reason"])
     assert text.startswith("+-2% target not reached: +-") and text.endswith("after 20 rounds (cap)")
+
+
+def test_a_case_far_from_its_target_stops_early_as_futile():
+    # CV 12% against +-2%: 20 rounds would give about +-8%, so the second look (10 rounds) stops it, flagged;
+    # the first look's 6 rounds foresee too loosely to stop on
+    s = Stopper(SCHEDULES["standard"], 0.02, 20)
+    assert run(s, rounds(0.12, 30, seed=3)) == 10
+    rec = s.record()
+    assert rec["stop_reason"] == "futile" and rec["target_missed"] and rec["ci_rank"] == 2
+    assert rec["ci_foreseen_cap_rel"] > stopping.FUTILE_FACTOR * 0.02
+    # the forecast: the cap's rank-5-of-20 ends read off the rounds at the same plotting positions
+    x = sorted(rounds(0.12, 10, seed=3))
+    p = 5 / 21 * 11 - 1  # 0-based position of the low end among 10 rounds
+    low = x[int(p)] + (p - int(p)) * (x[int(p) + 1] - x[int(p)])
+    q = 16 / 21 * 11 - 1
+    high = x[int(q)] + (q - int(q)) * (x[int(q) + 1] - x[int(q)])
+    assert rec["ci_foreseen_cap_rel"] == pytest.approx((high - low) / (2 * float(np.median(x))))
+    text = stopping.describe_miss(0.02, rec["ci_achieved_rel"], 10, "futile", rec["ci_foreseen_cap_rel"])
+    assert text.endswith(f"after 10 rounds (futile: the cap foreseen at +-{100 * rec['ci_foreseen_cap_rel']:.1f}%)")
+    # the report's and console's note on the case reads the same from its record
+    from bench.report.console import target_note
+
+    assert target_note({**rec, "rounds": 10}) == text
+    # the forecast is for the last look the budget reaches: a schedule cut to (6, 10) has none before its cap
+    cut = Stopper(SCHEDULES["standard"].within(13), 0.02, 20)
+    assert run(cut, rounds(0.12, 30, seed=3)) == 10 and cut.stop_reason == "budget_spent" and cut.foreseen_rel is None
+    big = Stopper(SCHEDULES["large"], 0.02, 60)  # looks 6, 12, 24, 48, 60: the forecast at 12 is for rank 20 of 60
+    assert run(big, rounds(0.12, 60, seed=3)) == 12 and big.stop_reason == "futile"
+    assert big.foreseen_rel == pytest.approx(stopping.foreseen_half(rounds(0.12, 12, seed=3), 60, 20))
+    assert stopping.foreseen_half([1.0, 1.0, 1.0], 20, 5) == 0.0
 
 
 def test_a_case_the_budget_cuts_short_says_budget_spent():
@@ -138,3 +169,17 @@ def test_stopping_on_the_schedule_keeps_95_percent_coverage_where_peeking_does_n
         hits += lk.low <= 1.0 <= lk.high
         assert n in sched.looks
     assert hits / reps >= 0.95
+
+
+def test_futile_stops_keep_the_coverage():
+    """CV 3% against a 1% target: most cases stop as futile at 10 rounds; their intervals still cover."""
+    rng = np.random.default_rng(11)
+    reps, hits, futile = 4000, 0, 0
+    sched = SCHEDULES["standard"]
+    for row in 1 + 0.03 * rng.standard_normal((reps, 20)):
+        s = Stopper(sched, 0.01, 20)
+        run(s, list(row))
+        lk = s.looks_taken[-1]
+        hits += lk.low <= 1.0 <= lk.high
+        futile += s.stop_reason == "futile"
+    assert futile / reps > 0.5 and hits / reps >= 0.95

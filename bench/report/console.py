@@ -41,12 +41,13 @@ def target_note(row) -> str:
     """``+-2% target not reached: +-3.4% after 20 rounds (cap)`` where the stopping rule's target was missed."""
     if not row.get("target_missed") or pd.isna(row.get("target_missed")) or not row.get("stop_reason"):
         return ""
-    achieved = row.get("ci_achieved_rel")
+    achieved, foreseen = row.get("ci_achieved_rel"), row.get("ci_foreseen_cap_rel")
     return stopping.describe_miss(
         float(row["ci_target_rel"]),
         None if achieved is None or pd.isna(achieved) else float(achieved),
         int(row["rounds"]),
         str(row["stop_reason"]),
+        None if foreseen is None or pd.isna(foreseen) else float(foreseen),
     )
 
 
