@@ -107,7 +107,10 @@ def tests(session: nox.Session) -> None:
     session.install(".[jax,torch]", *nox.project.dependency_groups(PYPROJECT, "test"))
     # timing is not what the tests check; two workers (much of the time is framework start-up on
     # one core), a file's tests on one worker (module fixtures run once); the smoke run is shared
-    session.run("pytest", "--benchmark-disable", "-n", "2", "--dist", "loadfile", "--durations=15", *session.posargs)
+    session.run(
+        "pytest", "--benchmark-disable", "-n", "2", "--dist", "loadfile", "--no-loadscope-reorder", "--durations=15",
+        *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session

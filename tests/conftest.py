@@ -26,6 +26,17 @@ os.environ.setdefault("ACCELBENCH_CACHE_DIR", str(Path(tempfile.gettempdir()) / 
 collect_ignore = [] if os.environ.get("ACCELBENCH_CLIENTS") == "1" else ["clients"]
 
 
+# Longest files first (measured: tests/durations.json). nox -s tests runs two workers, each taking a
+# whole file at a time (--dist loadfile); in xdist's own order (most tests first) the few-test files
+# that start real runs came last, and one worker ran a 6-minute file alone at the end
+# (--no-loadscope-reorder keeps this order)
+FILE_SECONDS = {k: v for k, v in json.loads((Path(__file__).parent / "durations.json").read_text()).items() if k != "_"}
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: -FILE_SECONDS.get(item.path.name, 0))  # stable: a file's own order is kept
+
+
 @pytest.fixture
 def clock():
     return Clock(100.0)
