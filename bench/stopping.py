@@ -10,10 +10,11 @@ most 5%. For i.i.d. continuous rounds that chance is exact and distribution-free
 rounds below the median is a fair +-1 walk (:func:`simultaneous_miss`). A case stops at the
 first look where the interval's half-width is within the target and the guards pass (no drift
 between the halves, rounds not strongly correlated, on GPUs no clock or temperature trend),
-else at the last look (the cap) or the last look the case budget reaches. A case whose rounds
-already foresee a cap interval well beyond the target stops early as ``futile`` (at a look after the first) (a non-binding
-futility stop: the miss bound holds for the interval of *any* look a case stops at, so stopping
-for futility costs no coverage, only the narrower interval the cap would have given).
+else at the last look (the cap) or the last look the case budget reaches. At a look after the
+first, a case whose rounds already foresee a cap interval well beyond the target stops early as
+``futile``: a non-binding futility stop. The miss bound holds for the interval of *any* look a
+case stops at, so stopping for futility costs no coverage, only the narrower interval the cap
+would have given.
 
 Pure logic: no I/O, nothing timed here; :class:`Stopper` is fed the rounds as they finish.
 """
@@ -23,6 +24,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 ALPHA = 0.05  # the simultaneous miss chance the ranks keep to
 CI_METHOD = "median RCI (sign walk)"
@@ -215,24 +218,17 @@ def foreseen_half(values: Sequence[float], n_cap: int, rank_cap: int) -> float:
     """The half-width (relative to the median) the interval at ``n_cap`` rounds, rank ``rank_cap``, would have.
 
     Foreseen from the rounds so far: the cap's interval ends are its order statistics ``rank_cap`` and
-    ``n_cap + 1 - rank_cap``, near the quantiles ``rank_cap / (n_cap + 1)`` and one minus it; each is
-    read off ``values`` at the same plotting position (Weibull's ``p (n + 1)``, linear between order
-    statistics, clamped to the sample's ends). A forecast, used only to stop early for futility.
+    ``n_cap + 1 - rank_cap``, near the quantiles ``p = rank_cap / (n_cap + 1)`` and ``1 - p``; each is
+    read off ``values`` at the same plotting position (numpy's ``weibull`` quantile: ``p (n + 1)``,
+    linear between order statistics, clamped to the sample's ends). A forecast, used only to stop
+    early for futility.
     """
-    x = sorted(values)
-    n = len(x)
-    mid = statistics.median(x)
-    if n < 2 or not mid:
+    mid = statistics.median(values) if len(values) >= 2 else 0.0
+    if not mid:
         return float("inf")
-
-    def at(p: float) -> float:
-        h = min(max(p * (n + 1), 1.0), float(n)) - 1  # 0-based position
-        lo = int(h)
-        hi = min(lo + 1, n - 1)
-        return x[lo] + (h - lo) * (x[hi] - x[lo])
-
     p = rank_cap / (n_cap + 1)
-    return (at(1 - p) - at(p)) / (2 * mid)
+    low, high = np.quantile(values, [p, 1 - p], method="weibull")
+    return float(high - low) / (2 * mid)
 
 
 @dataclass
