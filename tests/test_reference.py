@@ -104,7 +104,8 @@ def test_the_report_shows_measured_against_published_with_the_verdict_bands():
         assert what in low.machine, low.machine
     html = html_report([doc])
     assert "Against published figures" in html
-    assert "0.90x" in html and "0.30x" in html and "check this machine" in html
+    # the ratios as the records give them (the sample writer's rounds are noisy: 0.9 may show as 0.91x)
+    assert f"{ok.ratio:.2f}x" in html and f"{low.ratio:.2f}x" in html and "check this machine" in html
     src = "https://github.com/NVIDIA/DeepLearningExamples/blob/1d4211fe9d94550d7bc72bb9b0ac4f576533ca52/"
     assert src in html and "TensorFlow 1 estimator" in html
     # the published rows this run did not cover are named, with the way to run them
@@ -142,6 +143,9 @@ def test_the_console_says_the_published_comparison_in_one_line():
     text = console.table(analysis.load_run(doc))
     lines = [ln for ln in text.splitlines() if ln.startswith("published: ")]
     assert len(lines) == 2
-    assert lines[0].startswith("published: cnn-train-gpu1-tf32-xla-b256 is 0.90x of the published 909 img/s")
+    measured = next(r["extra_info"]["samples_per_s"] for r in storage.records(doc) if storage.case_id_of(r) == cnn().id)
+    assert measured / 909 == pytest.approx(0.9, rel=0.03)
+    want = f"published: cnn-train-gpu1-tf32-xla-b256 is {measured / 909:.2f}x of the published 909 img/s"
+    assert lines[0].startswith(want), lines[0]
     assert lines[1].endswith(": CHECK THIS MACHINE")
     assert "published" not in console.table(analysis.load_run(storage.load(DATA / "cpu_smoke.json")))
