@@ -265,7 +265,9 @@ def cmd_run(a: argparse.Namespace) -> int:
     from bench import backends
 
     chosen = backends.resolve(stored.get("backend", opts.backend))
-    machine = devices.discover(backends=chosen)
+    machine = devices.discover(backends=chosen, keep=True)
+    if machine.read_back:  # the frameworks' view from the probe cache: said, with the way to ask afresh
+        print(f"accelbench: {machine.read_back}", file=sys.stderr)
     for note in machine.unused_gpu_notes(chosen):  # the GPU is there and will not be measured: say so first
         print(f"accelbench: GPU not used: {note}", file=sys.stderr)
 

@@ -8,12 +8,14 @@ import platform
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
+from bench import probe_cache
 from bench.capability import CPU_FLAGS_OF_INTEREST
 from bench.cases import TORCH_BACKENDS
 from bench.errors import UserError
@@ -179,6 +181,24 @@ class Machine:
             return []
         return [why for be in backends if (why := self.no_gpu_reason(be))]
 
+    def probed_at(self) -> dict[str, str]:
+        """Each framework whose view was read back from the probe cache: when it was probed (UTC)."""
+        views = (("tensorflow", self.tf), ("jax", self.jax), ("torch", self.torch))
+        return {
+            be: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(float(v["probed_at"])))
+            for be, v in views
+            if v.get("probed_at")
+        }
+
+    @property
+    def read_back(self) -> str:
+        """One line where a framework's view came from the probe cache, else ``""``."""
+        at = self.probed_at()
+        if not at:
+            return ""
+        names = ", ".join(f"{be} (probed {t})" for be, t in at.items())
+        return f"unchanged since the last probe, read back: {names}; ACCELBENCH_PROBE_CACHE=off asks afresh"
+
     def to_dict(self) -> dict:
         """The accelbench part of the results' machine_info."""
         return {
@@ -196,6 +216,7 @@ class Machine:
             "cuda_device_order": self.tf.get("cuda_device_order"),
             "no_gpu_reason": self.no_gpu_reason() if self.tf else None,
             "rapl": Rapl().reason or "available",
+            "probes_read_back": self.probed_at(),
             **(
                 {
                     "jax": self.jax.get("jax"),
@@ -235,27 +256,44 @@ def _child_probe(module: str, what: str, args: list[str], timeout_s: float) -> d
         return json.loads(out.read_text())
 
 
-def tf_probe(check: bool = False, timeout_s: float = 300.0) -> dict:
-    """Ask a child Python process what TensorFlow sees (and with ``check`` where it computes)."""
-    return _child_probe("bench.tfprobe", "TensorFlow", ["--check"] if check else [], timeout_s)
+def _probe(module: str, what: str, args: list[str], timeout_s: float, nvml_view: dict | None) -> dict:
+    """The child's answer; with ``nvml_view`` (NVML's view, part of the key) kept and read back (bench.probe_cache).
+
+    An answer read back says when it was probed (``probed_at``, epoch seconds).
+    """
+    if nvml_view is None or not probe_cache.enabled():
+        return _child_probe(module, what, args, timeout_s)
+    answer, at = probe_cache.cached(module, args, nvml_view, lambda: _child_probe(module, what, args, timeout_s))
+    return {**answer, "probed_at": at} if at is not None else answer
 
 
-def jax_probe(timeout_s: float = 300.0) -> dict:
+def tf_probe(check: bool = False, timeout_s: float = 300.0, nvml_view: dict | None = None) -> dict:
+    """Ask a child Python process what TensorFlow sees (and with ``check`` where it computes; never kept)."""
+    return _probe("bench.tfprobe", "TensorFlow", ["--check"] if check else [], timeout_s, None if check else nvml_view)
+
+
+def jax_probe(timeout_s: float = 300.0, nvml_view: dict | None = None) -> dict:
     """Ask a child Python process what JAX sees (versions, GPUs)."""
-    return _child_probe("bench.jaxprobe", "JAX", [], timeout_s)
+    return _probe("bench.jaxprobe", "JAX", [], timeout_s, nvml_view)
 
 
-def torch_probe(timeout_s: float = 300.0) -> dict:
+def torch_probe(timeout_s: float = 300.0, nvml_view: dict | None = None) -> dict:
     """Ask a child Python process what torch sees (versions, CUDA build, GPUs)."""
-    return _child_probe("bench.torchprobe", "torch", [], timeout_s)
+    return _probe("bench.torchprobe", "torch", [], timeout_s, nvml_view)
 
 
-def discover(check: bool = False, backends: tuple[str, ...] = ("tensorflow",)) -> Machine:
-    """CPU, NVML and each backend's view, without initialising a framework in this process."""
+def discover(check: bool = False, backends: tuple[str, ...] = ("tensorflow",), keep: bool = False) -> Machine:
+    """CPU, NVML and each backend's view, without initialising a framework in this process.
+
+    With ``keep`` (``run``, ``maxbatch``) a probe's answer is read back from the cache where nothing
+    it depends on changed (:mod:`bench.probe_cache`); ``devices`` always asks afresh.
+    """
+    found = nvml.discover()
+    view = found.to_dict() if keep else None
     return Machine(
         cpu=cpu_info(),
-        nvml=nvml.discover(),
-        tf=tf_probe(check) if "tensorflow" in backends else {},
-        jax=jax_probe() if "jax" in backends else {},
-        torch=torch_probe() if set(TORCH_BACKENDS) & set(backends) else {},
+        nvml=found,
+        tf=tf_probe(check, nvml_view=view) if "tensorflow" in backends else {},
+        jax=jax_probe(nvml_view=view) if "jax" in backends else {},
+        torch=torch_probe(nvml_view=view) if set(TORCH_BACKENDS) & set(backends) else {},
     )

@@ -71,7 +71,7 @@ def command(a: Any) -> int:
     for flag, v in (("--start", a.start), ("--max", a.max)):
         if v is not None and not 1 <= v <= MAX_KNOB:
             raise UserError(f"{flag} must be from 1 to {MAX_KNOB}; got {v}")
-    machine = devices.discover(backends=backends.resolve(a.backend))
+    machine = devices.discover(backends=backends.resolve(a.backend), keep=True)
     searcher = Searcher(base, machine, Path(a.results_dir), limit, a.max, a.fresh)
     for case, support in plan(base, machine):
         what = case.id_without("batch")  # what the search is about

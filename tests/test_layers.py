@@ -55,6 +55,7 @@ FLOORS = {
     "bench.groups": 1,
     "bench.argtypes": 1,
     "bench.compile_cache": 1,
+    "bench.probe_cache": 1,
     "bench.tenants": 1,
     "bench.provenance": 1,
     "bench.watchdog": 1,
