@@ -77,6 +77,7 @@ FIGURE_COLUMNS = [
     "latency_p50_s",
     "latency_p90_s",
     "latency_p99_s",
+    "latency_samples",  # a percentile these cannot resolve is empty (stats.samples_to_resolve: p99 needs 100)
     "loss_final",
     "intra_op_threads",
     "inter_op_threads",

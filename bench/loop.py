@@ -157,11 +157,22 @@ def timed_rounds(
     return last[0]
 
 
-def latencies(step: Callable[[], Any], sync: Callable[[], Any], n: int, budget_s: float) -> list[float]:
-    """Per-batch latency: ``n`` individually synced steps (outside the throughput rounds)."""
-    out: list[float] = []
+MIN_LATENCY_SAMPLES = 10  # the fewest that resolve a p90 (stats.samples_to_resolve)
+
+
+def latencies(
+    step: Callable[[], Any], sync: Callable[[], Any], n: int, budget_s: float, have: Sequence[float] = ()
+) -> list[float]:
+    """Per-batch latency: ``n`` individually synced steps (outside the throughput rounds), counting ``have``.
+
+    ``have``: latencies already measured, the timed rounds where each was one step closed by its
+    sync (the same measurement). Steps are added until there are ``n``, or until they have taken
+    ``budget_s`` once there are :data:`MIN_LATENCY_SAMPLES`: a 3 s step is not timed 10 more times
+    after its rounds gave 6.
+    """
+    out: list[float] = list(have)
     spent = 0.0
-    while len(out) < n and (spent < budget_s or len(out) < 10):
+    while len(out) < n and (spent < budget_s or len(out) < MIN_LATENCY_SAMPLES):
         t0 = time.perf_counter()
         step()
         sync()

@@ -52,6 +52,23 @@ def percentile(values: Sequence[float] | np.ndarray, q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q))
 
 
+def samples_to_resolve(q: float) -> int:
+    """The fewest samples whose q-th percentile (0-100) reaches the tail it names: ``1 / (1 - q/100)``.
+
+    With fewer, no sample is expected beyond the percentile, and the estimate interpolates toward
+    the sample's largest value: a "p99" of 10 samples is their maximum, which estimates about the
+    p91. So p50 needs 2 samples, p90 10, p99 100.
+    """
+    if not 0 <= q < 100:
+        raise ValueError(f"a percentile from 0 to below 100; got {q}")
+    return max(1, math.ceil(100 / (100 - q) - 1e-9))
+
+
+def resolved_percentile(values: Sequence[float] | np.ndarray, q: float) -> float | None:
+    """:func:`percentile` where the values resolve it (:func:`samples_to_resolve`), else None."""
+    return percentile(values, q) if len(values) >= samples_to_resolve(q) else None
+
+
 @dataclass(frozen=True)
 class Throughput:
     """Per-round throughput summary (samples/s) and step time (s)."""
@@ -63,8 +80,8 @@ class Throughput:
     min_step_s: float
     median_step_s: float
     p50_step_s: float
-    p90_step_s: float
-    p99_step_s: float
+    p90_step_s: float | None  # None where the rounds are too few to resolve it (samples_to_resolve)
+    p99_step_s: float | None
     unstable: bool
 
 
@@ -91,8 +108,8 @@ def throughput(
         min_step_s=float(step.min()),
         median_step_s=float(np.median(step)),
         p50_step_s=percentile(step, 50),
-        p90_step_s=percentile(step, 90),
-        p99_step_s=percentile(step, 99),
+        p90_step_s=resolved_percentile(step, 90),
+        p99_step_s=resolved_percentile(step, 99),
         unstable=c > UNSTABLE_CV,
     )
 

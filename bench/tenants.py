@@ -226,8 +226,9 @@ def _mix(
         raise ValueError(
             f"the latency tenant or its neighbour finished no round inside the {window[1] - window[0]:.2f} s window"
         )
-    p50, p99 = stats.percentile(lat, 50), stats.percentile(lat, 99)
-    a50, a99 = stats.percentile(solo, 50), stats.percentile(solo, 99)
+    # a p99 of fewer than 100 requests is their largest: None, and no inflation of it (stats.samples_to_resolve)
+    p50, p99 = stats.percentile(lat, 50), stats.resolved_percentile(lat, 99)
+    a50, a99 = stats.percentile(solo, 50), stats.resolved_percentile(solo, 99)
     info = records.base_info(case, first["run_id"], first.get("flops_per_sample"), first.get("model_flops_per_sample"))
     info.update(
         {k: first[k] for k in ("math_mode", "framework", "devices", "pci_bus_ids", "params", "compile_s") if k in first}
@@ -240,18 +241,28 @@ def _mix(
         neighbour=case.neighbour,
         shared_window_s=window[1] - window[0],
         latency_p50_s=p50,
-        latency_p90_s=stats.percentile(lat, 90),
+        latency_p90_s=stats.resolved_percentile(lat, 90),
         latency_p99_s=p99,
         latency_samples=len(lat),
         alone_latency_p50_s=a50,
+        alone_latency_samples=len(solo),
         alone_latency_p99_s=a99,
-        latency_p99_inflation=p99 / a99 if a99 else None,
+        latency_p99_inflation=p99 / a99 if p99 and a99 else None,
         neighbour_samples_per_s=neighbour,
         alone_samples_per_s=case.global_batch / stats.percentile(solo, 50),
-        sharing_verdict=(
-            f"p99 {a99 * 1e3:.3g} ms alone, {p99 * 1e3:.3g} ms beside {case.neighbour_case().mode} "
-            f"at batch {case.neighbour_case().per_replica_batch} ({p99 / a99:.2g}x)"
-        ),
+        sharing_verdict=_verdict(case, (a50, a99, len(solo)), (p50, p99, len(lat))),
         **observed,
     )
     return records.measured(case, records.unmeasured(case, info), info, lat)
+
+
+def _verdict(case: Case, alone: tuple[float, float | None, int], beside: tuple[float, float | None, int]) -> str:
+    """The p99 alone and beside the neighbour; the p50s where either has too few requests to resolve a p99."""
+    where = f"beside {case.neighbour_case().mode} at batch {case.neighbour_case().per_replica_batch}"
+    (a50, a99, na), (p50, p99, n) = alone, beside
+    if a99 and p99:
+        return f"p99 {a99 * 1e3:.3g} ms alone, {p99 * 1e3:.3g} ms {where} ({p99 / a99:.2g}x)"
+    return (
+        f"p50 {a50 * 1e3:.3g} ms alone, {p50 * 1e3:.3g} ms {where} ({p50 / a50:.2g}x); no p99: {na} and {n} "
+        f"requests, a p99 needs {stats.samples_to_resolve(99)}"
+    )

@@ -217,7 +217,7 @@ class WorkerSession(ServeSteps, ProbeSteps):
         if timed.stamps:  # the parent lays the tenants' rounds side by side
             out.update(tenant_rounds=[list(s) for s in timed.stamps], tenant_pid=os.getpid())
         self.be.check_placement(built, timed.last)  # still where it was: nothing moved or recompiled in the rounds
-        out.update(self._after(case, built, timed.last, out["samples_per_s"]))
+        out.update(self._after(case, built, timed, out["samples_per_s"]))
         out.update(self._attributed(_peaks(self.be.memory_peaks(self._virtual_cpu), "device_peak_mem"), out))
         if probe_last:
             out.update(self._peak(case))
@@ -343,28 +343,31 @@ class WorkerSession(ServeSteps, ProbeSteps):
         times = tuple(e - s for s, e in stamps) if stamps else tuple(benchmark.stats.stats.data)
         return self.loop.Timed(k, len(times), times, last, window.end(), stamps)
 
-    def _after(self, case: Case, built: Any, last: Any, rounds_rate: float | None = None) -> dict:
+    def _after(self, case: Case, built: Any, timed: Any, rounds_rate: float | None = None) -> dict:
         """Training: the final loss must be finite. Inference: per-batch latency percentiles. Serve: the rate search."""
         from bench import stats
 
         if case.mode == "serve":
             return self._serve(case, built, rounds_rate)
         if case.mode == "train":
-            loss = self.be.final_loss(last)
+            loss = self.be.final_loss(timed.last)
             if not math.isfinite(loss):
                 raise self.loop.NumericsError(f"loss is {loss} after the timed rounds")
             return {"loss_final": loss}
         if not self.timing.latency_steps:  # a second worker (bench.spread): its median is all it is for
             return {}
         self.heartbeat(case.id, "latency")
+        # rounds of one step, each closed by its sync, alone (no barrier in them) are latencies already
+        have = timed.round_times_s if timed.k == 1 and not self.coord.lockstep else ()
         lat = self.loop.latencies(
-            built.step, self.be.sync, self.timing.latency_steps, self.coord.latency_budget_s(self.timing)
+            built.step, self.be.sync, self.timing.latency_steps, self.coord.latency_budget_s(self.timing), have
         )
-        return {
-            "latency_p50_s": stats.percentile(lat, 50),
-            "latency_p90_s": stats.percentile(lat, 90),
-            "latency_p99_s": stats.percentile(lat, 99),
+        return {  # a percentile its samples cannot resolve is None (stats.samples_to_resolve)
+            "latency_p50_s": stats.resolved_percentile(lat, 50),
+            "latency_p90_s": stats.resolved_percentile(lat, 90),
+            "latency_p99_s": stats.resolved_percentile(lat, 99),
             "latency_samples": len(lat),
+            "latency_from_rounds": len(have),
         }
 
     @property

@@ -584,3 +584,28 @@ def test_every_backend_of_a_real_run_side_by_side_with_ci_and_the_ratios_against
     assert "native PyTorch / Keras on torch" in section and "Keras on torch / TensorFlow XLA" in section
     md = (out / "report.md").read_text()
     assert "## Backends side by side" in md and "mlp-train-cpu-torch-native-fp32-b64" in md
+
+
+def test_a_percentile_its_samples_cannot_resolve_is_not_shown():
+    # the real default CPU run: ResNet-50 inference's p99 from 10 latency samples, the batch-1 MLP's from 100
+    doc = storage.load(DATA / "cpu_default_run.json")
+    ok = {r["extra_info"]["case_id"]: r["extra_info"] for r in storage.records(doc)}
+    assert (
+        ok["cnn-infer-cpu-fp32-b64"]["latency_samples"] == 10 and ok["mlp-infer-cpu-fp32-b1"]["latency_samples"] == 100
+    )
+    table = html_report([doc]).split("<h2>Throughput")[1].split("</table>")[0]
+
+    def cells(case_id):
+        row = re.search(rf"{re.escape(case_id)}</td>(.*?)</tr>", table, flags=re.S).group(1)
+        return re.findall(r"<td[^>]*>(.*?)</td>", row, flags=re.S)
+
+    few, hundred = cells("cnn-infer-cpu-fp32-b64"), cells("mlp-infer-cpu-fp32-b1")
+    p99_ms = 1e3 * ok["mlp-infer-cpu-fp32-b1"]["latency_p99_s"]
+    assert few[-1].strip().endswith("/ -") and re.match(r"[\d.,]+ / [\d.,]+$", hundred[-1].strip())
+    assert f"{p99_ms:.3g}".rstrip("0").rstrip(".") in hundred[-1]
+    assert few[4].strip() == "-" and ok["cnn-infer-cpu-fp32-b64"]["rounds"] < 10  # step ms p90 of 6 rounds
+    after = html_report([doc]).split("<h2>Throughput")[1].split("<h2>")[0].split("</table>")[1]
+    assert (
+        "latency p99 from 100 latency samples or more" in after
+        and "a p99 of 10 samples estimates about the p91" in after
+    )

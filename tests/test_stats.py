@@ -22,6 +22,44 @@ def test_cv_and_percentiles_on_known_numbers():
     assert stats.percentile([1, 2, 3, 4, 5], 90) == pytest.approx(4.6)
 
 
+@pytest.mark.parametrize("q", [50, 90, 95, 99, 99.9])
+def test_a_percentile_is_resolved_from_the_fewest_samples_whose_expected_maximum_lies_beyond_it(q):
+    # the largest of n uniform samples sits at n / (n + 1) on average: below q, no sample reaches the tail
+    n = stats.samples_to_resolve(q)
+    assert n / (n + 1) > q / 100 >= (n - 1) / n
+    values = list(np.linspace(1.0, 2.0, n))
+    assert stats.resolved_percentile(values, q) == pytest.approx(stats.percentile(values, q))
+    assert stats.resolved_percentile(values[:-1], q) is None
+
+
+def test_step_percentiles_the_rounds_cannot_resolve_are_none():
+    assert (stats.samples_to_resolve(50), stats.samples_to_resolve(90), stats.samples_to_resolve(99)) == (2, 10, 100)
+    six = stats.throughput([0.5] * 6, samples_per_round=100, steps_per_round=1)
+    assert six.p50_step_s == pytest.approx(0.5) and six.p90_step_s is None and six.p99_step_s is None
+    ten = stats.throughput([0.5] * 9 + [1.0], samples_per_round=100, steps_per_round=2)
+    assert ten.p90_step_s == pytest.approx(0.275) and ten.p99_step_s is None
+    with pytest.raises(ValueError):
+        stats.samples_to_resolve(100)
+
+
+def test_rounds_of_one_step_count_as_latencies_and_the_budget_bounds_what_is_added():
+    from bench import loop
+
+    calls = []
+
+    def step():
+        calls.append(1)
+
+    rounds = [3.0] * 6  # six one-step rounds of a 3 s step
+    lat = loop.latencies(step, lambda: None, 100, 0.0, have=rounds)
+    assert lat[:6] == rounds and len(lat) == loop.MIN_LATENCY_SAMPLES and len(calls) == 4  # only up to a p90's 10
+    calls.clear()
+    assert loop.latencies(step, lambda: None, 100, 0.0, have=[3.0] * 12) == [3.0] * 12 and not calls
+    many = loop.latencies(step, lambda: None, 30, 60.0, have=rounds)  # a fast step: up to n within the budget
+    assert len(many) == 30 and len(calls) == 24
+    assert len(loop.latencies(step, lambda: None, 30, 60.0)) == 30  # no rounds given: n steps as before
+
+
 def test_throughput_is_global_samples_over_round_time():
     t = stats.throughput([0.5, 0.5, 0.5, 0.5, 1.0, 0.25], samples_per_round=1000, steps_per_round=10)
     assert t.median == pytest.approx(2000.0)

@@ -234,7 +234,11 @@ def test_the_mix_measures_a_latency_tenant_alone_and_beside_its_training_neighbo
     # a device taking turns makes the request wait: its median latency (one slot's wait, 1.98x when the machine is
     # quiet) rises; the p99s, which a loaded CI machine's sleep overshoots move (1.23x seen), are recorded as read
     assert low < e["latency_p50_s"] / e["alone_latency_p50_s"] < high
-    assert e["latency_p99_inflation"] == pytest.approx(e["latency_p99_s"] / e["alone_latency_p99_s"])
+    if e["latency_samples"] >= 100 and e["alone_latency_samples"] >= 100:
+        assert e["latency_p99_inflation"] == pytest.approx(e["latency_p99_s"] / e["alone_latency_p99_s"])
+    else:  # a p99 of fewer than 100 requests is their largest: not recorded, nor its inflation
+        assert e["latency_p99_inflation"] is None
+        assert None in (e["latency_p99_s"], e["alone_latency_p99_s"])
     assert e["neighbour_samples_per_s"] > 0 and "beside train at batch 64" in e["sharing_verdict"]
 
 

@@ -125,17 +125,19 @@ def throughput(run: RunData) -> list:
             if not pd.isna(r.get("run_ci_low"))
             else Cell("-", cls="num", title="no case of this device kind ran in a second worker"),
             num(_ms(r["step_time_median_s"])),
-            num(_ms(r["step_time_p90_s"])),
+            num(_ms(r["step_time_p90_s"]) if r["rounds"] >= stats.samples_to_resolve(90) else None),
             num(100 * r["step_time_cv"] if r["step_time_cv"] is not None else None, "{:.1f}"),
             Cell(f"{r['rounds']:.0f} x {r['steps_per_round']:.0f}", cls="num"),
             _compile_cell(r),
-            Cell(f"{_fmt(_ms(r['latency_p50_s']))} / {_fmt(_ms(r['latency_p99_s']))}", cls="num"),
+            _latency_cell(r),
         ]
         for _, r in ok.iterrows()
     ]
     headers = ["case", "samples/s (median)", "95% CI (within worker)", "rerun 95% (run-level)", "step ms (median)"]
     headers += ["step ms p90", "CV %"]
     blocks: list = [*_busy(run), Table([*headers, "rounds x steps", "compile s (cold)", "latency ms p50/p99"], rows)]
+    if (unresolved := _unresolved_note(ok)) is not None:
+        blocks.append(unresolved)
     for (w, mode), g in ok.groupby(["workload", "mode"], sort=False):
         top = g.sort_values("samples_per_s", ascending=False).head(MAX_BARS) if len(g) > MAX_BARS else g
         note = f" (top {MAX_BARS} of {len(g)})" if len(g) > MAX_BARS else ""
@@ -187,6 +189,36 @@ def _busy(run: RunData) -> list:
             cls="warn",
         )
     ]
+
+
+def _latency_cell(r: Any) -> Cell:
+    """p50 / p99 in ms; where the samples cannot resolve a percentile, "-" and how many it needs."""
+    n = r.get("latency_samples")
+    known = n is not None and not pd.isna(n)  # files before the count was recorded: as recorded
+    shown = [
+        None if known and n < stats.samples_to_resolve(q) else _ms(r.get(k))
+        for q, k in ((50, "latency_p50_s"), (99, "latency_p99_s"))
+    ]
+    need = [f"p{q} needs {stats.samples_to_resolve(q)} latency samples" for q, v in zip((50, 99), shown) if v is None]
+    title = f"{'; '.join(need)}; this case has {n:.0f}" if need and known else None
+    return Cell(f"{_fmt(shown[0])} / {_fmt(shown[1])}", cls="num", title=title)
+
+
+def _unresolved_note(ok: pd.DataFrame) -> Para | None:
+    """Say why a tail percentile is "-": its samples cannot resolve it (a p99 of 10 is their maximum)."""
+    p90, p99 = stats.samples_to_resolve(90), stats.samples_to_resolve(99)
+    step = int((ok["rounds"] < p90).sum()) if "rounds" in ok else 0
+    lat = ok["latency_samples"] if "latency_samples" in ok else pd.Series(dtype=float)
+    latency = int(((lat < p99) & lat.notna()).sum())
+    if not step and not latency:
+        return None
+    return Para(
+        f"A percentile is shown only where its samples resolve it: step ms p90 from {p90} rounds or more "
+        f"({step} case(s) here have fewer), latency p99 from {p99} latency samples or more ({latency} case(s) "
+        "have fewer; their counts are in the CSV). With fewer, no sample is expected beyond the percentile and "
+        f"the figure would be the largest sample: a p99 of {p90} samples estimates about the p91.",
+        small=True,
+    )
 
 
 def _fmt(v: float | None) -> str:
