@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jinja2
 
-from bench import batchsearch, crossover, profiles, serve, stats, stopping, tenants
+from bench import batchsearch, crossover, loop, profiles, serve, stats, stopping, tenants
 
 # the modules whose defaults the text states (bench.telemetry exports a function named derive)
 derive_mod = importlib.import_module("bench.telemetry.derive")
@@ -62,6 +62,10 @@ def markdown() -> str:
             over=f"{serve.OVER_CAPACITY:g}",
             close_pct=f"{(serve.CLOSE_ENOUGH - 1) * 100:.0f}",
             tenant_share_pct=f"{tenants.MEMORY_SHARE * 100:.0f}",
+            latency_smoke=smoke.latency_steps,
+            latency_std=std.latency_steps,
+            latency_min=loop.MIN_LATENCY_SAMPLES,
+            **{f"resolve_p{q}": stats.samples_to_resolve(q) for q in (50, 90, 99)},
         )
         .strip()
     )

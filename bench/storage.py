@@ -270,7 +270,11 @@ def load(path: str | Path) -> dict:
 
 
 def machine_fingerprint(doc: dict) -> dict:
-    """What makes two nights comparable: GPU models and count, driver, CUDA/cuDNN, CPU, image, each backend's versions."""
+    """What makes two nights comparable: GPU models and count, driver, CUDA/cuDNN, CPU, image, each backend's versions.
+
+    And TensorFlow's CPU allocator where the run recorded it (``bench.backends.tf_cpu_allocator``: it
+    moves CPU step times by a third); a run from before it was recorded has no such key.
+    """
     ab = doc.get("machine_info", {}).get("accelbench", {})
     gpus = sorted(str(g.get("name", "?")) for g in ab.get("gpus", []))
     return {
@@ -281,6 +285,9 @@ def machine_fingerprint(doc: dict) -> dict:
         "cudnn": ab.get("cudnn_build"),
         "tensorflow": ab.get("tensorflow"),
         "keras": ab.get("keras"),
+        **(
+            {"tf_cpu_allocator": ab["tf_cpu_allocator"]} if ab.get("tf_cpu_allocator") else {}
+        ),  # recorded since 2026-12-07
         "jax": ab.get("jax"),
         "jaxlib": ab.get("jaxlib"),
         "jax_keras": ab.get("jax_keras"),
@@ -302,6 +309,7 @@ def describe_fingerprint(fp: dict) -> str:
         ("cudnn", "cuDNN"),
         ("tensorflow", "TF"),
         ("keras", "Keras"),
+        ("tf_cpu_allocator", "TF CPU allocator"),
         ("jax", "JAX"),
     ):
         if fp.get(key):

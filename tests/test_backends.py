@@ -131,6 +131,15 @@ def test_worker_environment_per_backend():
     }
     kept = backends.worker_env("tensorflow", DeviceConfig("cpu"), user_env={"TF_CPU_ALLOCATOR_USE_BFC": "false"})
     assert kept["TF_CPU_ALLOCATOR_USE_BFC"] == "false"
+    # what the workers run with, as recorded (TensorFlow's bool: 1 / true on, anything else off)
+    for user, allocator in (
+        ({}, "bfc"),
+        ({"TF_CPU_ALLOCATOR_USE_BFC": " TRUE"}, "bfc"),
+        ({"TF_CPU_ALLOCATOR_USE_BFC": "1"}, "bfc"),
+    ):
+        assert backends.tf_cpu_allocator(user) == allocator, user
+    for value in ("false", "0", "no"):
+        assert backends.tf_cpu_allocator({"TF_CPU_ALLOCATOR_USE_BFC": value}) == "default", value
     cpu = backends.worker_env("jax", DeviceConfig("cpu", 2, True))
     assert cpu["KERAS_BACKEND"] == "jax" and cpu["JAX_PLATFORMS"] == "cpu" and cpu["JAX_NUM_CPU_DEVICES"] == "2"
     assert backends.worker_env("jax", DeviceConfig("cpu"))["JAX_NUM_CPU_DEVICES"] == "1"

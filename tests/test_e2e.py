@@ -3,10 +3,12 @@
 import statistics
 import subprocess
 import sys
+from html import escape
 
 import pytest
 
-from bench import capability, devices, storage
+from bench import backends, capability, devices, storage
+from bench.report import resources
 
 pytestmark = pytest.mark.slow
 
@@ -119,6 +121,9 @@ def test_report_of_the_cpu_smoke_run(smoke):
     assert "mlp-train-cpu-mixed_bfloat16-b64" in html and "mlp-train-gpu1-fp32-b64" in html
     assert "no NVIDIA GPU" in html  # the unsupported GPU cases with their reason
     assert "TensorFlow / Keras" in html and "virtual devices: shared silicon" in html
+    # the CPU allocator the TensorFlow workers ran with (the test's environment sets none: BFC), said
+    allocator = storage.load(path)["machine_info"]["accelbench"]["tf_cpu_allocator"]
+    assert allocator == backends.tf_cpu_allocator() and escape(resources.CPU_ALLOCATORS[allocator]) in html
     assert "not measured (unavailable: CPU case" in html
     # the XLA table says what XLA compiled: the whole step on one CPU, forward and backward over two
     xla = html.split("Compiled vs not: TensorFlow XLA, torch.compile", 1)[1].split("</table>", 1)[0]

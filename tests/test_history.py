@@ -425,6 +425,25 @@ def test_a_jax_upgrade_starts_a_new_baseline_for_jax_cases_not_an_alert(tmp_path
     assert "JAX 0.6" in summarise_mod.describe_fingerprint(nights[20]["fingerprint"])
 
 
+def test_tensorflows_cpu_allocator_is_part_of_the_fingerprint_where_recorded():
+    """BFC vs TensorFlow's default CPU allocator moves CPU step times by a third: a new baseline for TF cases."""
+    from bench.report.render import identity_differences
+
+    def doc(allocator=None):
+        ab = {"cpu": {"model": "EPYC"}, "tensorflow": "2.21", "keras": "3.15", "jax": "0.9"}
+        return {"machine_info": {"accelbench": {**ab, **({"tf_cpu_allocator": allocator} if allocator else {})}}}
+
+    bfc, default, before = fingerprint(doc("bfc")), fingerprint(doc("default")), fingerprint(doc())
+    assert bfc["tf_cpu_allocator"] == "bfc" and "tf_cpu_allocator" not in before
+    assert not summarise_mod.same_testbed(bfc, default, "tensorflow") and summarise_mod.same_testbed(
+        bfc, default, "jax"
+    )
+    assert summarise_mod.same_testbed(bfc, before, "tensorflow")  # not recorded before: no difference by itself
+    assert "TF CPU allocator default" in summarise_mod.describe_fingerprint(default)
+    assert identity_differences(doc("default"), doc("bfc")) == ["tf_cpu_allocator bfc -> default"]
+    assert identity_differences(doc("bfc"), doc()) == []
+
+
 @pytest.mark.parametrize(
     "args, msg",
     [

@@ -67,6 +67,22 @@ def names(choice: str) -> tuple[str, ...]:
     return tuple(b for b in BACKENDS if b in chosen)
 
 
+def tf_cpu_allocator(user_env: Mapping[str, str] | None = None) -> str:
+    """The CPU allocator TensorFlow workers run with: ``"bfc"`` unless ``TF_CPU_ALLOCATOR_USE_BFC`` says otherwise.
+
+    TensorFlow keeps allocator stats on the CPU (get_memory_info: the case's memory peak) only
+    with its BFC allocator there: without it some CPUs gave peaks, others "Allocator stats not
+    available". So workers get ``TF_CPU_ALLOCATOR_USE_BFC=true`` where ``user_env`` (default: this
+    process's) does not set it. It changes speed, not only bookkeeping: the default allocator pays
+    page faults for every fresh large buffer (docs/benchmarks.md: ResNet-50 training, the copy
+    probe), so the choice is recorded (machine_info, the history's fingerprint). TensorFlow reads
+    the variable as a bool: ``1`` / ``true`` on, ``0`` / ``false`` (or anything else) off.
+    """
+    user = os.environ if user_env is None else user_env
+    value = (user.get("TF_CPU_ALLOCATOR_USE_BFC") or "true").strip().lower()
+    return "bfc" if value in ("1", "true") else "default"
+
+
 JAX_MEM_FRACTION = "0.95"  # of each GPU's memory a JAX worker may pool (XLA's default cap is 0.75)
 MEM_FRACTION_VARS = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")  # jaxlib refuses both set
 
@@ -94,10 +110,8 @@ def worker_env(
             env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids[: device.count])
         return env
     if backend != "jax":
-        # TensorFlow keeps allocator stats on the CPU (get_memory_info: the case's memory peak) only with
-        # its BFC allocator there: without it some CPUs gave peaks, others "Allocator stats not available"
         user = os.environ if user_env is None else user_env
-        env["TF_CPU_ALLOCATOR_USE_BFC"] = user.get("TF_CPU_ALLOCATOR_USE_BFC") or "true"
+        env["TF_CPU_ALLOCATOR_USE_BFC"] = user.get("TF_CPU_ALLOCATOR_USE_BFC") or "true"  # tf_cpu_allocator
         return env
     env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     if device.kind == "cpu":

@@ -29,7 +29,7 @@ class HistoryError(UserError):
 # What every case's nights depend on, and what only one backend's cases do: a JAX upgrade starts a
 # new baseline for the JAX cases and leaves the TensorFlow cases' alone.
 COMMON_FINGERPRINT = ("gpus", "gpu_count", "driver", "cuda", "cudnn", "cpu", "image_digest")
-BACKEND_FINGERPRINT = {"tensorflow": ("tensorflow", "keras"), "jax": ("jax", "jaxlib", "jax_keras")}
+BACKEND_FINGERPRINT = {"tensorflow": ("tensorflow", "keras", "tf_cpu_allocator"), "jax": ("jax", "jaxlib", "jax_keras")}
 # read from the results documents (bench.storage), where merge reads them too
 fingerprint = storage.machine_fingerprint
 commit_of = storage.commit_of

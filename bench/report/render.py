@@ -46,7 +46,8 @@ def machine_line(doc: dict) -> str:
 def identity_differences(doc: dict, base: dict) -> list[str]:
     """What differs between two runs' machines and software (the history's fingerprint), and their profiles."""
     a, b = storage.machine_fingerprint(doc), storage.machine_fingerprint(base)
-    out = [f"{k} {b.get(k)} -> {a.get(k)}" for k in a if a.get(k) != b.get(k)]
+    # a key only one of them has (recorded since a later version) is no difference, as for the history
+    out = [f"{k} {b[k]} -> {a[k]}" for k in a if k in b and a[k] != b[k]]
     pa, pb = doc.get("run", {}).get("profile"), base.get("run", {}).get("profile")
     if pa != pb:
         out.append(f"profile {pb} -> {pa}")

@@ -326,6 +326,12 @@ def cost(run: RunData, prices: costs.Prices) -> list:
     ]
 
 
+CPU_ALLOCATORS = {  # bench.backends.tf_cpu_allocator; a run from before it was recorded shows "-"
+    "bfc": "BFC (TF_CPU_ALLOCATOR_USE_BFC=true, the accelbench default: it keeps the memory peak)",
+    "default": "the TensorFlow default (TF_CPU_ALLOCATOR_USE_BFC off: slower on large buffers)",
+}
+
+
 def environment(doc: dict) -> Table:
     """Where and how the run was made: machine, software, command, run."""
     mi = doc.get("machine_info", {})
@@ -341,6 +347,7 @@ def environment(doc: dict) -> Table:
         ["driver / CUDA driver", f"{ab.get('driver_version') or '-'} / {ab.get('cuda_driver_version') or '-'}"],
         ["CUDA / cuDNN (TF build)", f"{ab.get('cuda_build') or '-'} / {ab.get('cudnn_build') or '-'}"],
         ["TensorFlow / Keras", f"{ab.get('tensorflow') or '-'} / {ab.get('keras') or '-'}"],
+        ["TensorFlow CPU allocator", CPU_ALLOCATORS.get(ab.get("tf_cpu_allocator"), "-")],
         [
             "JAX / jaxlib / Keras",
             f"{ab.get('jax')} / {ab.get('jaxlib')} / {ab.get('jax_keras')}" if ab.get("jax") else "-",
