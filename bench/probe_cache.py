@@ -55,6 +55,33 @@ def _mtime(path: str | Path) -> int | None:
         return None
 
 
+def _importable(folder: Path, name: str) -> bool:
+    """A name in ``folder`` that an import can find: a module, an extension, a .pth file, a regular package."""
+    if name.startswith("."):
+        return False
+    if name.endswith((".py", ".so", ".pyd", ".pth")):
+        return True
+    return (folder / name / "__init__.py").is_file()
+
+
+def _folder_state(entry: str) -> object:
+    """What an import-path folder is known by: its modification time; the working folder, its importable names.
+
+    ``python -m bench`` puts the working folder first on the path, and a run writes there
+    (pytest-benchmark's ``.benchmarks/``, a results folder), which moves its modification time
+    without changing what an import finds: the second run of a fresh checkout would probe again.
+    There the key is the names an import could find instead (not namespace packages: a bare
+    folder named like a framework in the working folder goes unseen).
+    """
+    folder = Path(entry or ".")
+    try:
+        if folder.resolve() == Path.cwd().resolve():
+            return sorted(n for n in os.listdir(folder) if _importable(folder, n))
+    except OSError:
+        return None
+    return _mtime(folder)
+
+
 def key(module: str, args: list[str], nvml_view: dict, env: Mapping[str, str] | None = None) -> str:
     """What the probe ``python -m module OUT *args`` answers from, hashed (see the module's docstring)."""
     env = os.environ if env is None else env
@@ -70,7 +97,7 @@ def key(module: str, args: list[str], nvml_view: dict, env: Mapping[str, str] | 
         "args": args,
         "source": hashlib.sha256(source).hexdigest(),
         "python": [sys.executable, sys.version],
-        "path": [[p, _mtime(p or ".")] for p in sys.path],
+        "path": [[p, _folder_state(p)] for p in sys.path],
         "env": sorted(
             (k, v) for k, v in env.items() if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES) and k not in ENV_IGNORED
         ),

@@ -77,6 +77,21 @@ def test_what_the_answer_depends_on_changed_and_it_is_probed_again(child, monkey
     assert probe()["n"] == 2 and runs() == 2  # and the new answer is kept under the new key
 
 
+def test_a_run_writing_into_the_working_folder_keeps_the_answer_a_module_there_does_not(child, monkeypatch, tmp_path):
+    """``python -m bench`` has the working folder on its path; a run's own files there change nothing imported."""
+    probe, runs, _ = child
+    work = tmp_path / "checkout"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.syspath_prepend("")  # as python -m puts it
+    probe()
+    (work / ".benchmarks").mkdir()  # what the first run of a checkout leaves (pytest-benchmark's storage)
+    (work / "results").mkdir()
+    assert "probed_at" in probe() and runs() == 1
+    (work / "tensorflow.py").write_text("")  # a module that shadows a framework: probed again
+    assert probe()["n"] == 2 and runs() == 2
+
+
 def test_a_variable_no_framework_reads_keeps_the_answer(child, monkeypatch):
     probe, runs, _ = child
     probe()
