@@ -131,13 +131,13 @@ class Searcher:
     def __init__(
         self, base: Any, machine: Any, results: Path, limit: float | None, cap: int = MAX_KNOB, fresh: bool = False
     ):
-        from bench import storage
+        from bench.fingerprint import machine_fingerprint
         from bench.provenance import machine_info
 
         self.base, self.machine, self.limit, self.cap, self.fresh = base, machine, limit, cap, fresh
         self.store_path, self.runs_dir = results / "maxbatch.json", results / "maxbatch-probes"
         self.store = json.loads(self.store_path.read_text()) if self.store_path.exists() else {}
-        self.fingerprint = storage.machine_fingerprint({"machine_info": machine_info(machine)})
+        self.fingerprint = machine_fingerprint({"machine_info": machine_info(machine)})
 
     def find(self, case: Case, start: int | None = None) -> tuple[dict, bool]:
         """The search's record for ``case`` (any batch), and whether it was read back rather than probed."""

@@ -33,6 +33,7 @@ from bench import upgrades
 from bench.cases import Case, knobs_text
 from bench.columns import BOOL_COLUMNS, COLUMN_DEFAULTS, COLUMNS, LIST_COLUMNS
 from bench.errors import UserError
+from bench.fingerprint import describe_fingerprint, machine_fingerprint
 
 SUITE_NODE = "bench/suite.py::test_case"
 
@@ -267,57 +268,6 @@ def load(path: str | Path) -> dict:
         except (UserError, ValueError, TypeError, KeyError) as e:
             raise ResultsError(f"{path}: case {r['extra_info']['case_id']!r} is damaged ({e})") from None
     return doc
-
-
-def machine_fingerprint(doc: dict) -> dict:
-    """What makes two nights comparable: GPU models and count, driver, CUDA/cuDNN, CPU, image, each backend's versions.
-
-    And TensorFlow's CPU allocator where the run recorded it (``bench.backends.tf_cpu_allocator``: it
-    moves CPU step times by a third); a run from before it was recorded has no such key.
-    """
-    ab = doc.get("machine_info", {}).get("accelbench", {})
-    gpus = sorted(str(g.get("name", "?")) for g in ab.get("gpus", []))
-    return {
-        "gpus": gpus,
-        "gpu_count": len(gpus),
-        "driver": ab.get("driver_version"),
-        "cuda": ab.get("cuda_build"),
-        "cudnn": ab.get("cudnn_build"),
-        "tensorflow": ab.get("tensorflow"),
-        "keras": ab.get("keras"),
-        **(
-            {"tf_cpu_allocator": ab["tf_cpu_allocator"]} if ab.get("tf_cpu_allocator") else {}
-        ),  # recorded since 2026-12-07
-        "jax": ab.get("jax"),
-        "jaxlib": ab.get("jaxlib"),
-        "jax_keras": ab.get("jax_keras"),
-        "cpu": ab.get("cpu", {}).get("model"),
-        "image_digest": doc.get("run", {}).get("image_digest"),
-    }
-
-
-def describe_fingerprint(fp: dict) -> str:
-    """One line: ``2x NVIDIA H100, driver 550, CUDA 12.3, TF 2.18, Intel Xeon``."""
-    names: dict[str, int] = {}
-    for g in fp.get("gpus") or []:
-        names[g] = names.get(g, 0) + 1
-    gpus = ", ".join(f"{n}x {k}" for k, n in names.items()) or "no GPU"
-    parts = [gpus]
-    for key, label in (
-        ("driver", "driver"),
-        ("cuda", "CUDA"),
-        ("cudnn", "cuDNN"),
-        ("tensorflow", "TF"),
-        ("keras", "Keras"),
-        ("tf_cpu_allocator", "TF CPU allocator"),
-        ("jax", "JAX"),
-    ):
-        if fp.get(key):
-            parts.append(f"{label} {fp[key]}")
-    parts.append(str(fp.get("cpu") or "?"))
-    if fp.get("image_digest"):
-        parts.append(f"image {str(fp['image_digest'])[:19]}")
-    return ", ".join(parts)
 
 
 def commit_of(doc: dict) -> str | None:

@@ -11,6 +11,7 @@ from nights import night
 
 from bench import storage
 from bench.cli import main
+from bench.fingerprint import describe_fingerprint
 from bench.history import simulate
 from bench.history import summarise as summarise_mod
 from bench.history.changepoints import change_points
@@ -422,7 +423,7 @@ def test_a_jax_upgrade_starts_a_new_baseline_for_jax_cases_not_an_alert(tmp_path
     assert jx.alert is None and jx.state == "insufficient"  # a new baseline, never a regression
     assert not any(p.segment_start for p in tf.points) and tf.state == "ok"  # TensorFlow cases judged on
     assert summarise_mod.new_segment(nights[19], nights[20]) and not summarise_mod.new_segment(nights[4], nights[5])
-    assert "JAX 0.6" in summarise_mod.describe_fingerprint(nights[20]["fingerprint"])
+    assert "JAX 0.6" in describe_fingerprint(nights[20]["fingerprint"])
 
 
 def test_tensorflows_cpu_allocator_is_part_of_the_fingerprint_where_recorded():
@@ -439,7 +440,7 @@ def test_tensorflows_cpu_allocator_is_part_of_the_fingerprint_where_recorded():
         bfc, default, "jax"
     )
     assert summarise_mod.same_testbed(bfc, before, "tensorflow")  # not recorded before: no difference by itself
-    assert "TF CPU allocator default" in summarise_mod.describe_fingerprint(default)
+    assert "TF CPU allocator default" in describe_fingerprint(default)
     assert identity_differences(doc("default"), doc("bfc")) == ["tf_cpu_allocator bfc -> default"]
     assert identity_differences(doc("bfc"), doc()) == []
 

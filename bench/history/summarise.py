@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 from bench import columns, storage
 from bench.errors import UserError
+from bench.fingerprint import machine_fingerprint
 
 TESTBED_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 FAILED = ("numerics", "oom", "timeout", "error")  # a case that ran and broke (unsupported is not a failure)
@@ -30,10 +31,9 @@ class HistoryError(UserError):
 # new baseline for the JAX cases and leaves the TensorFlow cases' alone.
 COMMON_FINGERPRINT = ("gpus", "gpu_count", "driver", "cuda", "cudnn", "cpu", "image_digest")
 BACKEND_FINGERPRINT = {"tensorflow": ("tensorflow", "keras", "tf_cpu_allocator"), "jax": ("jax", "jaxlib", "jax_keras")}
-# read from the results documents (bench.storage), where merge reads them too
-fingerprint = storage.machine_fingerprint
+# read from the results documents (bench.fingerprint), where merge reads them too
+fingerprint = machine_fingerprint
 commit_of = storage.commit_of
-describe_fingerprint = storage.describe_fingerprint
 
 
 def same_testbed(a: dict, b: dict, backend: str | None = None) -> bool:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from bench.fingerprint import describe_fingerprint
 from bench.history.detect import Alert, TestbedVerdict, judge_testbed
 from bench.history.store import Store
-from bench.history.summarise import HistoryError, describe_fingerprint, new_segment
+from bench.history.summarise import HistoryError, new_segment
 from bench.report.mdtext import md
 
 MAX_MARKDOWN = 900_000  # GitHub refuses a step summary over 1 MiB

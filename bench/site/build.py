@@ -19,10 +19,11 @@ from pathlib import Path
 from markupsafe import Markup
 
 from bench import __version__
+from bench.fingerprint import describe_fingerprint
 from bench.history.changepoints import change_points
 from bench.history.detect import TestbedVerdict
 from bench.history.store import Store
-from bench.history.summarise import HistoryError, describe_fingerprint, new_segment
+from bench.history.summarise import HistoryError, new_segment
 from bench.history.verdict import STALE_HOURS, age_hours, commit_range, judge_store, magnitude
 from bench.report import cost as costs
 from bench.report.html import Cell, Table, na, num, unique_svg_ids
