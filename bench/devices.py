@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 
 from bench import probe_cache
+from bench.backends import tf_cpu_allocator
 from bench.capability import CPU_FLAGS_OF_INTEREST
 from bench.cases import TORCH_BACKENDS
 from bench.errors import UserError
@@ -209,7 +210,7 @@ class Machine:
             "cuda_driver_version": self.nvml.cuda_driver_version,
             "tensorflow": self.tf.get("tensorflow"),
             "keras": self.tf.get("keras"),
-            "tf_cpu_allocator": _tf_cpu_allocator() if self.tf.get("tensorflow") else None,
+            "tf_cpu_allocator": tf_cpu_allocator() if self.tf.get("tensorflow") else None,
             "cuda_build": self.tf.get("cuda_build"),
             "cudnn_build": self.tf.get("cudnn_build"),
             "tf_gpus": self.tf.get("gpus", []),
@@ -281,12 +282,6 @@ def jax_probe(timeout_s: float = 300.0, nvml_view: dict | None = None) -> dict:
 def torch_probe(timeout_s: float = 300.0, nvml_view: dict | None = None) -> dict:
     """Ask a child Python process what torch sees (versions, CUDA build, GPUs)."""
     return _probe("bench.torchprobe", "torch", [], timeout_s, nvml_view)
-
-
-def _tf_cpu_allocator() -> str:
-    from bench.backends import tf_cpu_allocator
-
-    return tf_cpu_allocator()
 
 
 def discover(check: bool = False, backends: tuple[str, ...] = ("tensorflow",), keep: bool = False) -> Machine:

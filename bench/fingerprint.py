@@ -17,7 +17,7 @@ def machine_fingerprint(doc: dict) -> dict:
     """
     ab = doc.get("machine_info", {}).get("accelbench", {})
     gpus = sorted(str(g.get("name", "?")) for g in ab.get("gpus", []))
-    return {
+    fp = {
         "gpus": gpus,
         "gpu_count": len(gpus),
         "driver": ab.get("driver_version"),
@@ -25,15 +25,15 @@ def machine_fingerprint(doc: dict) -> dict:
         "cudnn": ab.get("cudnn_build"),
         "tensorflow": ab.get("tensorflow"),
         "keras": ab.get("keras"),
-        **(
-            {"tf_cpu_allocator": ab["tf_cpu_allocator"]} if ab.get("tf_cpu_allocator") else {}
-        ),  # recorded since 2026-12-07
         "jax": ab.get("jax"),
         "jaxlib": ab.get("jaxlib"),
         "jax_keras": ab.get("jax_keras"),
         "cpu": ab.get("cpu", {}).get("model"),
         "image_digest": doc.get("run", {}).get("image_digest"),
     }
+    if ab.get("tf_cpu_allocator"):  # recorded since 2026-12-07
+        fp["tf_cpu_allocator"] = ab["tf_cpu_allocator"]
+    return fp
 
 
 def describe_fingerprint(fp: dict) -> str:

@@ -22,6 +22,7 @@ FLOORS = {
     "bench.stats": 0,
     "bench.columns": 0,
     "bench.cases": 0,
+    "bench.fingerprint": 0,
     "bench.cluster": 0,
     "bench.capability": 0,
     "bench.backends.layouts": 0,

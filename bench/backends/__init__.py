@@ -78,9 +78,13 @@ def tf_cpu_allocator(user_env: Mapping[str, str] | None = None) -> str:
     probe), so the choice is recorded (machine_info, the history's fingerprint). TensorFlow reads
     the variable as a bool: ``1`` / ``true`` on, ``0`` / ``false`` (or anything else) off.
     """
-    user = os.environ if user_env is None else user_env
-    value = (user.get("TF_CPU_ALLOCATOR_USE_BFC") or "true").strip().lower()
+    value = _tf_cpu_bfc(os.environ if user_env is None else user_env).strip().lower()
     return "bfc" if value in ("1", "true") else "default"
+
+
+def _tf_cpu_bfc(user: Mapping[str, str]) -> str:
+    """The ``TF_CPU_ALLOCATOR_USE_BFC`` a TensorFlow worker gets: the user's, else ``true``."""
+    return user.get("TF_CPU_ALLOCATOR_USE_BFC") or "true"
 
 
 JAX_MEM_FRACTION = "0.95"  # of each GPU's memory a JAX worker may pool (XLA's default cap is 0.75)
@@ -110,8 +114,7 @@ def worker_env(
             env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids[: device.count])
         return env
     if backend != "jax":
-        user = os.environ if user_env is None else user_env
-        env["TF_CPU_ALLOCATOR_USE_BFC"] = user.get("TF_CPU_ALLOCATOR_USE_BFC") or "true"  # tf_cpu_allocator
+        env["TF_CPU_ALLOCATOR_USE_BFC"] = _tf_cpu_bfc(os.environ if user_env is None else user_env)
         return env
     env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     if device.kind == "cpu":
