@@ -4,36 +4,69 @@ Read from a results document's ``machine_info`` (and its run's image digest); th
 its baselines on it (``bench.history.summarise``), a comparison names its differences
 (``bench.report.render``), a merge of shards requires it equal (``bench.storage``), and the
 largest-batch search keys its answers on it (``bench.maxbatch``). Pure: no I/O.
+
+One rule for all of them (:func:`differences`): a field only one of two fingerprints has is no
+difference. A run has a backend's fields only where it probed that backend, and a field added to
+the fingerprint after runs were stored without it (TensorFlow's CPU allocator, 2026-12-07) is
+absent from those: neither starts a new baseline, nor stops two shards merging, by itself.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+# What every case's figures depend on (each key: where machine_info.accelbench keeps it) ...
+COMMON = {"driver": "driver_version", "cuda": "cuda_build", "cudnn": "cudnn_build"}
+COMMON_KEYS = ("gpus", "gpu_count", *COMMON, "cpu", "image_digest")
+# ... and what only one backend's cases do: a JAX upgrade starts a new baseline for the JAX cases and
+# leaves the TensorFlow cases' alone. Each key is in a fingerprint only where the run recorded it.
+BACKEND_KEYS = {
+    "tensorflow": ("tensorflow", "keras", "tf_cpu_allocator"),  # the allocator moves CPU step times by a third
+    "jax": ("jax", "jaxlib", "jax_keras"),
+    "torch": ("torch", "torch_cuda_build", "torch_keras"),
+    "torch-native": ("torch", "torch_cuda_build"),  # no Keras
+}
+ALL_KEYS = tuple(dict.fromkeys(COMMON_KEYS + tuple(k for ks in BACKEND_KEYS.values() for k in ks)))
+LABELS = {
+    "driver": "driver",
+    "cuda": "CUDA",
+    "cudnn": "cuDNN",
+    "tensorflow": "TF",
+    "keras": "Keras",
+    "tf_cpu_allocator": "TF CPU allocator",
+    "jax": "JAX",
+    "torch": "torch",
+    "torch_cuda_build": "torch CUDA",
+}
+
 
 def machine_fingerprint(doc: dict) -> dict:
-    """What makes two nights comparable: GPU models and count, driver, CUDA/cuDNN, CPU, image, each backend's versions.
-
-    And TensorFlow's CPU allocator where the run recorded it (``bench.backends.tf_cpu_allocator``: it
-    moves CPU step times by a third); a run from before it was recorded has no such key.
-    """
+    """GPU models and count, driver, CUDA/cuDNN, CPU, image; each probed backend's versions (:data:`BACKEND_KEYS`)."""
     ab = doc.get("machine_info", {}).get("accelbench", {})
     gpus = sorted(str(g.get("name", "?")) for g in ab.get("gpus", []))
-    fp = {
-        "gpus": gpus,
-        "gpu_count": len(gpus),
-        "driver": ab.get("driver_version"),
-        "cuda": ab.get("cuda_build"),
-        "cudnn": ab.get("cudnn_build"),
-        "tensorflow": ab.get("tensorflow"),
-        "keras": ab.get("keras"),
-        "jax": ab.get("jax"),
-        "jaxlib": ab.get("jaxlib"),
-        "jax_keras": ab.get("jax_keras"),
-        "cpu": ab.get("cpu", {}).get("model"),
-        "image_digest": doc.get("run", {}).get("image_digest"),
-    }
-    if ab.get("tf_cpu_allocator"):  # recorded since 2026-12-07
-        fp["tf_cpu_allocator"] = ab["tf_cpu_allocator"]
+    fp: dict[str, Any] = {"gpus": gpus, "gpu_count": len(gpus), **{k: ab.get(src) for k, src in COMMON.items()}}
+    fp["cpu"] = ab.get("cpu", {}).get("model")
+    fp["image_digest"] = doc.get("run", {}).get("image_digest")
+    fp.update({k: ab[k] for k in ALL_KEYS if k not in fp and ab.get(k) is not None})
     return fp
+
+
+def shards_fingerprint(docs: list[tuple[str, dict]]) -> dict:
+    """The fingerprint of shards of one run (:func:`bench.storage.check_shards` has them agree): each one's fields."""
+    fp: dict[str, Any] = {}
+    for _, doc in reversed(docs):
+        fp.update(machine_fingerprint(doc))
+    return fp
+
+
+def keys_for(backend: str | None = None) -> tuple[str, ...]:
+    """The fields a case of ``backend`` depends on (None: any case's)."""
+    return (COMMON_KEYS + BACKEND_KEYS.get(backend, ())) if backend else ALL_KEYS
+
+
+def differences(new: dict, old: dict, backend: str | None = None) -> list[tuple[str, Any, Any]]:
+    """``(field, old value, new value)`` for each field both fingerprints have and disagree on."""
+    return [(k, old[k], new[k]) for k in keys_for(backend) if k in new and k in old and new[k] != old[k]]
 
 
 def describe_fingerprint(fp: dict) -> str:
@@ -41,19 +74,8 @@ def describe_fingerprint(fp: dict) -> str:
     names: dict[str, int] = {}
     for g in fp.get("gpus") or []:
         names[g] = names.get(g, 0) + 1
-    gpus = ", ".join(f"{n}x {k}" for k, n in names.items()) or "no GPU"
-    parts = [gpus]
-    for key, label in (
-        ("driver", "driver"),
-        ("cuda", "CUDA"),
-        ("cudnn", "cuDNN"),
-        ("tensorflow", "TF"),
-        ("keras", "Keras"),
-        ("tf_cpu_allocator", "TF CPU allocator"),
-        ("jax", "JAX"),
-    ):
-        if fp.get(key):
-            parts.append(f"{label} {fp[key]}")
+    parts = [", ".join(f"{n}x {k}" for k, n in names.items()) or "no GPU"]
+    parts += [f"{label} {fp[key]}" for key, label in LABELS.items() if fp.get(key)]
     parts.append(str(fp.get("cpu") or "?"))
     if fp.get("image_digest"):
         parts.append(f"image {str(fp['image_digest'])[:19]}")

@@ -30,6 +30,10 @@ def merge(docs: list[tuple[str, dict]], run_id: str | None = None) -> dict:
     first = docs[0][1]
     out = copy.deepcopy(first)
     out["benchmarks"], out["unmeasured"] = [], []
+    # each shard's backends' versions (check_shards: they agree where two shards both have one); the first's otherwise
+    ab = out.setdefault("machine_info", {}).setdefault("accelbench", {})
+    for _, doc in docs[1:]:
+        ab.update({k: v for k, v in doc.get("machine_info", {}).get("accelbench", {}).items() if k not in ab})
     planned: list[str] = []
     for _, doc in docs:
         for rec in storage.case_records(doc):

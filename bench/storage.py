@@ -33,7 +33,7 @@ from bench import upgrades
 from bench.cases import Case, knobs_text
 from bench.columns import BOOL_COLUMNS, COLUMN_DEFAULTS, COLUMNS, LIST_COLUMNS
 from bench.errors import UserError
-from bench.fingerprint import describe_fingerprint, machine_fingerprint
+from bench.fingerprint import differences, machine_fingerprint
 
 SUITE_NODE = "bench/suite.py::test_case"
 
@@ -282,11 +282,14 @@ def check_shards(docs: list[tuple[str, dict]]) -> None:
     fp, commit = machine_fingerprint(first), commit_of(first)
     seen: dict[str, str] = {}
     for path, doc in docs:
-        if machine_fingerprint(doc) != fp:  # shards of one night: the same machine and software, every field
+        # the same machine and software in every field two shards both have (a backend only one ran is no difference)
+        diff = differences(machine_fingerprint(doc), fp)
+        if diff:
             raise ResultsError(
-                f"{path}: another machine than {first_path} ({describe_fingerprint(machine_fingerprint(doc))} vs "
-                f"{describe_fingerprint(fp)}); shard only across identical testbeds"
+                f"{path}: another machine or software than {first_path} "
+                f"({'; '.join(f'{k} {old} -> {new}' for k, old, new in diff)}); shard only across identical testbeds"
             )
+        fp = {**machine_fingerprint(doc), **fp}
         if commit_of(doc) != commit:
             raise ResultsError(f"{path}: commit {commit_of(doc)} differs from {first_path}'s {commit}")
         for rec in records(doc):

@@ -210,8 +210,29 @@ def test_shards_merge_into_one_night_and_disagreeing_shards_are_refused():
         summarise([("a", a), ("a2", a)], "tb")
     other = night(CPU, 1)
     other["machine_info"]["accelbench"]["cpu"]["model"] = "Other CPU"
-    with pytest.raises(HistoryError, match="another machine"):
+    with pytest.raises(HistoryError, match="another machine or software than a .cpu"):
         summarise([("a", a), ("o", other)], "tb")
+
+
+def test_shards_that_ran_different_backends_merge_and_keep_each_ones_versions():
+    """A shard of JAX cases next to one of torch cases: each probed only its backend, which is no difference."""
+    a, b, c = night(CPU, 1), night(CPU, 1), night(CPU, 1)
+    ids = sorted(storage.case_ids(a))
+    for d, keep, rid in ((a, ids[:1], "s1"), (b, ids[1:2], "s2"), (c, ids[2:3], "s3")):
+        d["benchmarks"] = [r for r in d["benchmarks"] if storage.case_id_of(r) in keep]
+        d["unmeasured"] = [r for r in d["unmeasured"] if storage.case_id_of(r) in keep]
+        d["run"]["id"] = rid
+    a["machine_info"]["accelbench"].update(jax="0.9.1", jaxlib="0.9.1", jax_keras="3.15")
+    b["machine_info"]["accelbench"].update(torch="2.13.0", torch_keras="3.15")
+    n = summarise([("a", a), ("b", b)], "tb")
+    assert n["fingerprint"]["jax"] == "0.9.1" and n["fingerprint"]["torch"] == "2.13.0"
+    ab = merge([("a", a), ("b", b)])["machine_info"]["accelbench"]
+    assert (ab["jax"], ab["torch"]) == ("0.9.1", "2.13.0")
+    assert fingerprint(merge([("a", a), ("b", b)])) == n["fingerprint"]
+    # a third shard on another JAX than the first: refused, though the shard between them ran no JAX
+    c["machine_info"]["accelbench"].update(jax="0.10.2")
+    with pytest.raises(HistoryError, match="jax 0.9.1 -> 0.10.2"):
+        summarise([("a", a), ("b", b), ("c", c)], "tb")
 
 
 def _write(tmp_path, day, **kw):
@@ -443,6 +464,27 @@ def test_tensorflows_cpu_allocator_is_part_of_the_fingerprint_where_recorded():
     assert "TF CPU allocator default" in describe_fingerprint(default)
     assert identity_differences(doc("default"), doc("bfc")) == ["tf_cpu_allocator bfc -> default"]
     assert identity_differences(doc("bfc"), doc()) == []
+
+
+def test_a_torch_upgrade_is_a_new_baseline_for_torch_cases_only_and_a_backend_not_run_is_no_difference():
+    from bench.fingerprint import ALL_KEYS, BACKEND_KEYS, keys_for
+    from bench.report.render import identity_differences
+
+    tf = {"cpu": {"model": "EPYC"}, "tensorflow": "2.21", "keras": "3.15", "tf_cpu_allocator": "bfc"}
+    torch = {"torch": "2.13.0", "torch_cuda_build": None, "torch_keras": "3.15"}
+    old, new, tf_only = ({"machine_info": {"accelbench": ab}} for ab in (
+        {**tf, **torch}, {**tf, **torch, "torch": "2.14.1"}, tf
+    ))  # fmt: skip
+    a, b = fingerprint(old), fingerprint(new)
+    for backend, differs in (("torch", True), ("torch-native", True), ("tensorflow", False), ("jax", False)):
+        assert summarise_mod.same_testbed(a, b, backend) is not differs, backend
+    assert "torch 2.14.1" in describe_fingerprint(b) and "torch_cuda_build" not in a  # a CPU build: not recorded
+    assert identity_differences(new, old) == ["torch 2.13.0 -> 2.14.1"]
+    assert identity_differences(new, tf_only) == [] and summarise_mod.same_testbed(fingerprint(tf_only), b)
+    # what a run records of each backend is in the fingerprint, and every field is one that a case depends on
+    full = {k: "x" for ks in BACKEND_KEYS.values() for k in ks}
+    assert set(fingerprint({"machine_info": {"accelbench": full}})) == set(ALL_KEYS)
+    assert set(ALL_KEYS) == {k for b in (*BACKEND_KEYS, None) for k in keys_for(b)}
 
 
 @pytest.mark.parametrize(

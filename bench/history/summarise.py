@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 from bench import columns, storage
 from bench.errors import UserError
-from bench.fingerprint import machine_fingerprint
+from bench.fingerprint import differences, machine_fingerprint, shards_fingerprint
 
 TESTBED_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 FAILED = ("numerics", "oom", "timeout", "error")  # a case that ran and broke (unsupported is not a failure)
@@ -27,10 +27,6 @@ class HistoryError(UserError):
     """Bad input to the history: one line, exit 2, nothing written."""
 
 
-# What every case's nights depend on, and what only one backend's cases do: a JAX upgrade starts a
-# new baseline for the JAX cases and leaves the TensorFlow cases' alone.
-COMMON_FINGERPRINT = ("gpus", "gpu_count", "driver", "cuda", "cudnn", "cpu", "image_digest")
-BACKEND_FINGERPRINT = {"tensorflow": ("tensorflow", "keras", "tf_cpu_allocator"), "jax": ("jax", "jaxlib", "jax_keras")}
 # read from the results documents (bench.fingerprint), where merge reads them too
 fingerprint = machine_fingerprint
 commit_of = storage.commit_of
@@ -39,13 +35,10 @@ commit_of = storage.commit_of
 def same_testbed(a: dict, b: dict, backend: str | None = None) -> bool:
     """Two nights' fingerprints agree on what a case of ``backend`` (None: any case) depends on.
 
-    A field only one of them recorded (nights added before it was part of the fingerprint) is
-    no difference: adding a field starts no new baseline by itself.
+    A field only one of them recorded (nights added before it was part of the fingerprint, or a
+    backend one night did not run) is no difference: adding a field starts no new baseline by itself.
     """
-    keys = COMMON_FINGERPRINT + (
-        BACKEND_FINGERPRINT.get(backend, ()) if backend else tuple(k for v in BACKEND_FINGERPRINT.values() for k in v)
-    )
-    return all(a[k] == b[k] for k in keys if k in a and k in b)
+    return not differences(a, b, backend)
 
 
 def new_segment(prev: dict | None, night: dict, backend: str | None = None) -> bool:
@@ -161,8 +154,8 @@ def summarise(docs: list[tuple[str, dict]], testbed: str, report: str | None = N
     if not docs:
         raise HistoryError("no results files for this night")
     first = docs[0][1]
-    fp, commit = fingerprint(first), commit_of(first)
     check_shards(docs)
+    fp, commit = shards_fingerprint(docs), commit_of(first)
     cases: dict[str, dict] = {}
     runners: list[str] = []
     statuses = []
