@@ -4,7 +4,8 @@
 Frameworks do not recover reliably from an out-of-memory error in-process (tensorflow#4735,
 keras#434, Lightning#8028: ``../shared/design/sweeps.md`` 3.3), so every probe is a one-case run
 in its own worker process, as DeepSpeed's autotuner, OTX and torchbench do: the case at that
-batch, compiled, warmed up and stepped for a few short rounds. The worker tells an OOM (the
+batch, compiled, warmed up and stepped for a few short rounds (the matmul peak and the copy
+probe once per search: its first probe measures them, the later ones take its figures). The worker tells an OOM (the
 backend's own error: TensorFlow's ``ResourceExhaustedError``, JAX's ``RESOURCE_EXHAUSTED``) from
 other failures, and the watchdog names a worker the kernel killed; an error that is not an OOM
 ends the search (it cannot say where memory runs out). On a CPU the limit is ``--memory-limit``:
@@ -152,10 +153,15 @@ class Searcher:
             if known is not None:
                 return known, True
 
+        earlier: list[storage.CaseRecord] = []
+
         def probe(b: int) -> Outcome:
             opts = probe_options(case, self.base, b)
-            path = Run.new(opts, self.machine, self.runs_dir, ["maxbatch", f"batch={b}"]).execute()
-            (info,) = [r["extra_info"] for r in storage.records(storage.load(path))]
+            run = Run.new(opts, self.machine, self.runs_dir, ["maxbatch", f"batch={b}"])
+            run.probes_from = earlier  # the matmul peak and copy probe of the search's first probe, measured once
+            (rec,) = storage.case_records(storage.load(run.execute()))
+            earlier.append(rec)
+            info = rec.info
             out = outcome(b, info, self.limit)
             print(f"  {info.get('case_id')}: {out.status} {out.reason[:100]}", file=sys.stderr)
             return out

@@ -55,6 +55,8 @@ class Run:
         self.run_id: str = doc["run"]["id"]
         self.cluster = cluster
         self.repeat = 0  # in the passes of further workers (bench.spread), which one: records go beside the first ones
+        # records of earlier runs whose probes this run takes as its own (a largest-batch search's probes: bench.maxbatch)
+        self.probes_from: list[storage.CaseRecord] = []
         # in a cluster only rank 0 owns the results file and the report; other ranks keep logs
         self.owner = cluster is None or cluster.rank == 0
         self.plan = plan(self.opts, machine)
@@ -254,7 +256,7 @@ class Run:
             cluster=self.cluster.to_dict() if self.cluster else None,
             skip=tuple(sorted(skip)),
             # probed once per run, device kind and precision; a cluster's nodes each probe their own
-            probes={} if self.cluster else records.probes_of(done, device.kind, self.opts.timing),
+            probes={} if self.cluster else records.probes_of([*self.probes_from, *done], device.kind, self.opts.timing),
             climb=tuple(mine),
             rounds={r.id: r.throughput_samples for r in done if r.ok and r.id in wanted},
         )

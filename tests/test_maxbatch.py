@@ -100,6 +100,16 @@ def test_a_real_cpu_search_under_a_memory_limit_finds_a_batch_and_records_its_pr
     assert "max batch" in r.stdout and len(probes) <= math.ceil(math.log2(e["first_fail"] / 8192)) + 4
     assert e["safe_batch"] and 8192 <= e["safe_batch"] <= e["max_ok"]
     assert len(list((tmp_path / "maxbatch-probes").glob("*.json"))) == 1 + len(probes)  # every probe's run is kept
+    from bench import storage
+
+    # the matmul peak and the copy probe measured once per search, by its first probe, and handed to the others
+    recs = [
+        r.info for p in (tmp_path / "maxbatch-probes").glob("*.json") for r in storage.case_records(storage.load(p))
+    ]
+    later = [e for e in recs if e["per_replica_batch"] != 1024]
+    assert len(later) == len(probes) and all(e["peak_tflops_per_device"] for e in later if e["status"] == "ok")
+    first_id = "mlp-infer-cpu-jax-fp32-b8192"
+    assert {(e["probe_case"], e["copy_probe_case"]) for e in later if e["status"] == "ok"} == {(first_id, first_id)}
     # asked again, the answer is read back instead of probed
     r = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and "recorded" in r.stdout and "--fresh" in r.stdout
@@ -111,7 +121,6 @@ def test_a_real_cpu_search_under_a_memory_limit_finds_a_batch_and_records_its_pr
     assert r.returncode == 0, r.stderr[-2000:]
     assert f"batch max -> {e['safe_batch']}: largest that fits {e['max_ok']}" in r.stdout and "recorded" in r.stdout
     assert len(list((tmp_path / "maxbatch-probes").glob("*.json"))) == 1 + len(probes)  # no new probe
-    from bench import storage
 
     (path,) = [p for p in tmp_path.glob("*.json") if p.name != "maxbatch.json"]
     data = storage.load(path)
