@@ -161,7 +161,7 @@ class Searcher:
             run.probes_from = earlier  # the matmul peak and copy probe of the search's first probe, measured once
             (rec,) = storage.case_records(storage.load(run.execute()))
             earlier.append(rec)
-            info = rec.info
+            info = dict(rec.info)
             out = outcome(b, info, self.limit)
             print(f"  {info.get('case_id')}: {out.status} {out.reason[:100]}", file=sys.stderr)
             return out
