@@ -51,14 +51,6 @@ def machine_fingerprint(doc: dict) -> dict:
     return fp
 
 
-def shards_fingerprint(docs: list[tuple[str, dict]]) -> dict:
-    """The fingerprint of shards of one run (:func:`bench.storage.check_shards` has them agree): each one's fields."""
-    fp: dict[str, Any] = {}
-    for _, doc in reversed(docs):
-        fp.update(machine_fingerprint(doc))
-    return fp
-
-
 def keys_for(backend: str | None = None) -> tuple[str, ...]:
     """The fields a case of ``backend`` depends on (None: any case's)."""
     return (COMMON_KEYS + BACKEND_KEYS.get(backend, ())) if backend else ALL_KEYS
@@ -67,6 +59,11 @@ def keys_for(backend: str | None = None) -> tuple[str, ...]:
 def differences(new: dict, old: dict, backend: str | None = None) -> list[tuple[str, Any, Any]]:
     """``(field, old value, new value)`` for each field both fingerprints have and disagree on."""
     return [(k, old[k], new[k]) for k in keys_for(backend) if k in new and k in old and new[k] != old[k]]
+
+
+def describe_differences(new: dict, old: dict) -> list[str]:
+    """:func:`differences` of any case as ``field old -> new`` lines."""
+    return [f"{k} {was} -> {now}" for k, was, now in differences(new, old)]
 
 
 def describe_fingerprint(fp: dict) -> str:

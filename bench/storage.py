@@ -33,7 +33,7 @@ from bench import upgrades
 from bench.cases import Case, knobs_text
 from bench.columns import BOOL_COLUMNS, COLUMN_DEFAULTS, COLUMNS, LIST_COLUMNS
 from bench.errors import UserError
-from bench.fingerprint import differences, machine_fingerprint
+from bench.fingerprint import describe_differences, machine_fingerprint
 
 SUITE_NODE = "bench/suite.py::test_case"
 
@@ -276,20 +276,24 @@ def commit_of(doc: dict) -> str | None:
     return ci.get("sha") or (doc.get("commit_info") or {}).get("id")
 
 
-def check_shards(docs: list[tuple[str, dict]]) -> None:
-    """Shards of one run or night: the same testbed fingerprint and commit, no case twice; else ResultsError."""
+def check_shards(docs: list[tuple[str, dict]]) -> dict:
+    """Shards of one run or night: the same testbed fingerprint and commit, no case twice; else ResultsError.
+
+    Returns their fingerprint: each shard's fields (a backend only one shard ran is no difference).
+    """
     first_path, first = docs[0]
-    fp, commit = machine_fingerprint(first), commit_of(first)
+    fp: dict = {}
+    commit = commit_of(first)
     seen: dict[str, str] = {}
     for path, doc in docs:
-        # the same machine and software in every field two shards both have (a backend only one ran is no difference)
-        diff = differences(machine_fingerprint(doc), fp)
+        mine = machine_fingerprint(doc)
+        diff = describe_differences(mine, fp)  # the same machine and software in every field both have
         if diff:
             raise ResultsError(
-                f"{path}: another machine or software than {first_path} "
-                f"({'; '.join(f'{k} {old} -> {new}' for k, old, new in diff)}); shard only across identical testbeds"
+                f"{path}: another machine or software than the shards before it, from {first_path} on "
+                f"({'; '.join(diff)}); shard only across identical testbeds"
             )
-        fp = {**machine_fingerprint(doc), **fp}
+        fp = {**mine, **fp}
         if commit_of(doc) != commit:
             raise ResultsError(f"{path}: commit {commit_of(doc)} differs from {first_path}'s {commit}")
         for rec in records(doc):
@@ -299,6 +303,7 @@ def check_shards(docs: list[tuple[str, dict]]) -> None:
                     f"{path}: case {cid} is in two results files (also {seen[cid]}); shards must not overlap"
                 )
             seen[cid] = path
+    return fp
 
 
 @dataclass(frozen=True)

@@ -210,7 +210,7 @@ def test_shards_merge_into_one_night_and_disagreeing_shards_are_refused():
         summarise([("a", a), ("a2", a)], "tb")
     other = night(CPU, 1)
     other["machine_info"]["accelbench"]["cpu"]["model"] = "Other CPU"
-    with pytest.raises(HistoryError, match="another machine or software than a .cpu"):
+    with pytest.raises(HistoryError, match="another machine or software than the shards before it, from a on .cpu"):
         summarise([("a", a), ("o", other)], "tb")
 
 

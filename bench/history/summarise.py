@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 from bench import columns, storage
 from bench.errors import UserError
-from bench.fingerprint import differences, machine_fingerprint, shards_fingerprint
+from bench.fingerprint import differences, machine_fingerprint
 
 TESTBED_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 FAILED = ("numerics", "oom", "timeout", "error")  # a case that ran and broke (unsupported is not a failure)
@@ -154,8 +154,7 @@ def summarise(docs: list[tuple[str, dict]], testbed: str, report: str | None = N
     if not docs:
         raise HistoryError("no results files for this night")
     first = docs[0][1]
-    check_shards(docs)
-    fp, commit = shards_fingerprint(docs), commit_of(first)
+    fp, commit = check_shards(docs), commit_of(first)
     cases: dict[str, dict] = {}
     runners: list[str] = []
     statuses = []
@@ -202,9 +201,9 @@ def summarise(docs: list[tuple[str, dict]], testbed: str, report: str | None = N
     }
 
 
-def check_shards(docs: list[tuple[str, dict]]) -> None:
-    """Shards of one night: :func:`bench.storage.check_shards`, failing as a HistoryError."""
+def check_shards(docs: list[tuple[str, dict]]) -> dict:
+    """Shards of one night: :func:`bench.storage.check_shards` (their fingerprint), failing as a HistoryError."""
     try:
-        storage.check_shards(docs)
+        return storage.check_shards(docs)
     except storage.ResultsError as e:
         raise HistoryError(str(e)) from None

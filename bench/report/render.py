@@ -13,7 +13,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from bench import __version__, stats, storage
-from bench.fingerprint import differences, machine_fingerprint
+from bench.fingerprint import describe_differences, machine_fingerprint
 from bench.report import analysis, compare, headline, reference, resources, roofline, sections, serving, sharing, sweeps
 from bench.report import cost as costs
 from bench.report.analysis import RunData, fmt_ratio
@@ -46,7 +46,7 @@ def machine_line(doc: dict) -> str:
 
 def identity_differences(doc: dict, base: dict) -> list[str]:
     """What differs between two runs' machines and software (the history's fingerprint), and their profiles."""
-    out = [f"{k} {old} -> {new}" for k, old, new in differences(machine_fingerprint(doc), machine_fingerprint(base))]
+    out = describe_differences(machine_fingerprint(doc), machine_fingerprint(base))
     pa, pb = doc.get("run", {}).get("profile"), base.get("run", {}).get("profile")
     if pa != pb:
         out.append(f"profile {pb} -> {pa}")
