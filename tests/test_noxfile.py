@@ -51,3 +51,32 @@ def test_without_a_gpu_it_installs_what_it_always_did(noxfile, tmp_path):
 def test_the_users_choice_wins(noxfile, tmp_path):
     fake_smi(tmp_path, "GPU 0: NVIDIA H200 (UUID: GPU-1)")
     assert noxfile.bench_extras({"ACCELBENCH_EXTRAS": "jax"}) == ("jax", "as ACCELBENCH_EXTRAS asks")
+
+
+class RecordingSession:
+    """What a session function asks of nox, recorded: installs with their environment; runs do nothing."""
+
+    posargs: list[str] = []
+
+    def __init__(self):
+        self.installs = []
+        self.virtualenv = object()  # a virtual environment, not nox's pass-through one
+
+    def install(self, *args, env=None, **kwargs):
+        self.installs.append((args, env))
+
+    def run(self, *args, **kwargs):
+        pass
+
+    def log(self, *args, **kwargs):
+        pass
+
+
+@pytest.mark.parametrize("name", ["bench", "report", "tests", "lint", "clients", "nightly", "site"])
+def test_every_session_installs_compiled_to_bytecode(noxfile, monkeypatch, tmp_path, name):
+    # uv leaves what it installs uncompiled unless asked; where PYTHONDONTWRITEBYTECODE is set every worker
+    # would compile TensorFlow from source again as it imports it
+    monkeypatch.setenv("ACCELBENCH_NIGHTLY_OUT", str(tmp_path / "nightly"))
+    session = RecordingSession()
+    getattr(noxfile, name)(session)
+    assert session.installs and all(env == {"UV_COMPILE_BYTECODE": "1"} for _, env in session.installs)
