@@ -1,6 +1,7 @@
 """The backend axis without importing JAX: planner rules, ids, worker environments, precision mapping, layouts."""
 
 import dataclasses
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import pytest
 
 from bench import backends, capability, runner
 from bench.backends.layouts import bias_follows_kernel, layout_for
-from bench.cases import Case, DeviceConfig
+from bench.cases import BACKENDS, Case, DeviceConfig
 from bench.devices import CPUInfo, Machine
 from bench.errors import UserError
 from bench.planning import RunOptions, plan
@@ -223,6 +224,35 @@ def test_a_bias_stays_whole_where_its_kernel_does():
     assert bias_follows_kernel("logits/bias", shapes, 2)
 
 
+HIDDEN = """
+import importlib.metadata, importlib.util, sys
+from bench.backends import hide_unused
+print(hide_unused(sys.argv[1]), hide_unused(sys.argv[1]))
+for name in ("jax", "pandas"):
+    try:
+        __import__(name)
+        print(name, "imported")
+    except ImportError:
+        print(name, "hidden", importlib.util.find_spec(name), importlib.metadata.version(name))
+import numpy
+print("tensorflow findable", importlib.util.find_spec("tensorflow") is not None)
+"""
+
+
+def test_a_worker_cannot_import_what_its_backend_never_uses_and_still_reads_its_version():
+    # Keras and tf.lite import JAX, pandas and matplotlib where installed, each optional: a worker hides
+    # them so they are skipped (a quicker start); versions, read from the installed metadata, stay
+    r = subprocess.run([sys.executable, "-c", HIDDEN, "tensorflow"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "('jax', 'jaxlib', 'matplotlib', 'pandas', 'torch') ()"  # the second call: nothing more
+    jax_version = importlib.metadata.version("jax")
+    assert lines[1] == f"jax hidden None {jax_version}" and lines[2].startswith("pandas hidden None ")
+    assert lines[3] == "tensorflow findable True"  # its own framework, never hidden
+    assert set(backends.UNUSED) == set(BACKENDS)
+    assert all(backends.MODULE[b] not in backends.UNUSED[b] for b in BACKENDS)
+
+
 def test_the_parent_side_imports_no_framework():
     import subprocess
 
@@ -246,7 +276,7 @@ tp.tf_gpu_descs = lambda: [
     {"cuda_ordinal": i, "name": g.name, "pci_bus_id": g.bus_id, "compute_capability": [9, 0]}
     for i, g in enumerate(gpus)
 ]
-from bench.cases import Case, DeviceConfig
+from bench.cases import BACKENDS, Case, DeviceConfig
 from bench.profiles import timing
 from bench.protocol import WorkerPlan
 from bench.worker import WorkerSession
