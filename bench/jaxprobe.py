@@ -53,7 +53,7 @@ def probe() -> dict:
 
 def main() -> int:
     """Write the probe as JSON to argv[1]."""
-    from bench.backends import hide_unused
+    from bench.backends.hiding import hide_unused
 
     hide_unused("jax")  # as in its workers: a quicker start
     with open(sys.argv[1], "w") as f:

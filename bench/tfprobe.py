@@ -129,7 +129,7 @@ def probe(check: bool) -> dict:
 
 def main() -> int:
     """Write the probe as JSON to argv[1]."""
-    from bench.backends import hide_unused
+    from bench.backends.hiding import hide_unused
 
     hide_unused("tensorflow")  # as in its workers: a quicker start
     path = sys.argv[1]

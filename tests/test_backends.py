@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from bench import backends, capability, runner
+from bench.backends import hiding
 from bench.backends.layouts import bias_follows_kernel, layout_for
 from bench.cases import BACKENDS, Case, DeviceConfig
 from bench.devices import CPUInfo, Machine
@@ -226,7 +227,7 @@ def test_a_bias_stays_whole_where_its_kernel_does():
 
 HIDDEN = """
 import importlib.metadata, importlib.util, sys
-from bench.backends import hide_unused
+from bench.backends.hiding import hide_unused
 print(hide_unused(sys.argv[1]), hide_unused(sys.argv[1]))
 for name in ("jax", "pandas"):
     try:
@@ -249,8 +250,8 @@ def test_a_worker_cannot_import_what_its_backend_never_uses_and_still_reads_its_
     jax_version = importlib.metadata.version("jax")
     assert lines[1] == f"jax hidden None {jax_version}" and lines[2].startswith("pandas hidden None ")
     assert lines[3] == "tensorflow findable True"  # its own framework, never hidden
-    assert set(backends.UNUSED) == set(BACKENDS)
-    assert all(backends.MODULE[b] not in backends.UNUSED[b] for b in BACKENDS)
+    assert set(hiding.UNUSED) == set(BACKENDS)
+    assert all(backends.MODULE[b] not in hiding.UNUSED[b] for b in BACKENDS)
 
 
 def test_the_parent_side_imports_no_framework():

@@ -26,6 +26,7 @@ FLOORS = {
     "bench.cluster": 0,
     "bench.capability": 0,
     "bench.backends.layouts": 0,
+    "bench.backends.hiding": 0,
     "bench.telemetry.base": 0,
     "bench.telemetry.nvml": 0,
     "bench.report.numbers": 0,

@@ -1,6 +1,8 @@
 """The noxfile's choice of what ``nox -s bench`` installs (the choice only; nothing is installed here)."""
 
+import functools
 import importlib.util
+import os
 import stat
 from pathlib import Path
 
@@ -10,12 +12,23 @@ pytest.importorskip("nox")
 ROOT = Path(__file__).parents[1]
 
 
-@pytest.fixture
-def noxfile(monkeypatch, tmp_path):
+@functools.cache
+def _load():
+    """The noxfile, executed once (each execution registers its sessions with nox again)."""
     spec = importlib.util.spec_from_file_location("accelbench_noxfile", ROOT / "noxfile.py")
     mod = importlib.util.module_from_spec(spec)
-    monkeypatch.chdir(ROOT)  # the noxfile reads pyproject.toml from where nox runs
-    spec.loader.exec_module(mod)
+    cwd = os.getcwd()
+    os.chdir(ROOT)  # the noxfile reads pyproject.toml from where nox runs
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        os.chdir(cwd)
+    return mod
+
+
+@pytest.fixture
+def noxfile(monkeypatch, tmp_path):
+    mod = _load()
     monkeypatch.setattr(mod, "_nvml_gpus", lambda: None)  # the driver's library: absent, as on this machine
     monkeypatch.setenv("PATH", str(tmp_path))  # only the fake nvidia-smi below, where a test writes one
     return mod

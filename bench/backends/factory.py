@@ -9,7 +9,7 @@ from bench.cases import DeviceConfig
 
 def make(backend: str, device: DeviceConfig, gpu_plan: dict, cluster: bool = False) -> Any:
     """A worker's backend (imports that framework only; a JAX or torch worker never imports TensorFlow)."""
-    from bench.backends import hide_unused
+    from bench.backends.hiding import hide_unused
 
     hide_unused(backend)  # what its framework would import needlessly: a quicker start
     if backend == "jax":
