@@ -277,7 +277,7 @@ tp.tf_gpu_descs = lambda: [
     {"cuda_ordinal": i, "name": g.name, "pci_bus_id": g.bus_id, "compute_capability": [9, 0]}
     for i, g in enumerate(gpus)
 ]
-from bench.cases import BACKENDS, Case, DeviceConfig
+from bench.cases import Case, DeviceConfig
 from bench.profiles import timing
 from bench.protocol import WorkerPlan
 from bench.worker import WorkerSession

@@ -41,7 +41,7 @@ class _Hidden:
 def hide_unused(backend: str) -> tuple[str, ...]:
     """In a worker, before its framework is imported: the packages ``backend`` never uses cannot be imported.
 
-    Returns those hidden (already imported ones stay; so does a second call's work). Changes this process only.
+    Returns those hidden: already imported ones stay, and a second call hides nothing more. This process only.
     """
     names = frozenset(n for n in UNUSED.get(backend, ()) if n not in sys.modules)
     if not names or any(isinstance(f, _Hidden) for f in sys.meta_path):
